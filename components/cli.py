@@ -1,0 +1,90 @@
+"""`trainjobs`: render a Pulumi program's training jobs offline and explain what each pod sees."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pulumi
+import yaml
+
+from . import render
+from .errors import TrainJobError
+from .testing import run_program
+
+
+def _config(pairs: list[str]) -> dict:
+    config = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"error: --config takes key=value, got {pair!r}")
+        config[key] = yaml.safe_load(value) if value else ""
+    return config
+
+
+def _run(args: argparse.Namespace):
+    program = Path(args.program)
+    if not program.exists():
+        raise SystemExit(f"error: no program at {program}")
+    return run_program(program, stack=args.stack, config=_config(args.config))
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    result = _run(args)
+    out = Path(args.out or f"rendered/{args.stack}")
+    paths = render.write(result, out)
+    print(render.tree(result))
+    print(f"\nwrote {len(paths) - 1} objects and {render.RANKS_FILE} to {out}/")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    result = _run(args)
+    objects = render.kubernetes_objects(result)
+    jobs = [o["metadata"]["name"] for o in objects if o["kind"] == "Job"]
+    if args.job and args.job not in jobs:
+        trainjob_jobs = [j for j in jobs if j.startswith(f"{args.job}-")]
+        if not trainjob_jobs:
+            print(f"error: no Job {args.job!r}; jobs: {', '.join(jobs)}", file=sys.stderr)
+            return 2
+        print("\n".join(render.ranks_text(objects, job=j) for j in trainjob_jobs).rstrip())
+        return 0
+    print(render.ranks_text(objects, job=args.job).rstrip())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="trainjobs", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def program_command(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("program", help="Pulumi program file, e.g. stacks/__main__.py")
+        p.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml config to use (default: dev)")
+        p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value (YAML value); repeatable")
+        return p
+
+    p = program_command("render", "write every Kubernetes object the program creates as YAML")
+    p.add_argument("--out", help="output directory (default: rendered/<stack>)")
+    p.set_defaults(func=cmd_render)
+    p = program_command("explain", "print, per pod, its DNS names and the env it will really see")
+    p.add_argument("--job", help="only this Job (e.g. myjob-node-0) or this training job's Jobs (myjob)")
+    p.set_defaults(func=cmd_explain)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TrainJobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (pulumi.ConfigMissingError, pulumi.ConfigTypeError, FileExistsError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Validation errors raised before any resource registers."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem with one argument: `field` is the argument path, `message` says what to do."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class TrainJobError(ValueError):
+    """A job's arguments cannot produce a working job.
+
+    Raised by a component's constructor before it registers anything, so a failed
+    `pulumi up` or `trainjobs render` leaves no partial job behind.
+    """
+
+    def __init__(self, component: str, name: str, issues: list[Issue]):
+        self.component = component
+        self.name = name
+        self.issues = tuple(issues)
+        lines = "\n".join(f"  - {issue}" for issue in self.issues)
+        super().__init__(f'{component} "{name}": invalid arguments\n{lines}')
+
+
+class IssueCollector:
+    """Gathers every problem of one job so the user sees them all at once."""
+
+    def __init__(self) -> None:
+        self.issues: list[Issue] = []
+
+    def add(self, field: str, message: str) -> None:
+        self.issues.append(Issue(field, message))
+
+    def raise_if_any(self, component: str, name: str) -> None:
+        if self.issues:
+            raise TrainJobError(component, name, self.issues)

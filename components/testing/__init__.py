@@ -1,0 +1,281 @@
+"""Run Pulumi programs and components under mocks and inspect what they register.
+
+The kit the project's own tests use, for users to unit-test their stacks offline:
+
+    from components.testing import run
+
+    def test_my_stack():
+        stack = run(lambda: TorchTrainJob("llm", {"image": "my/image:1", "num_nodes": 4}))
+        job = stack.get("Job", "llm-node-0")
+        assert job.manifest["spec"]["completions"] == 4
+
+`run_program("stacks/__main__.py", stack="dev")` runs a whole program with its stack config.
+With pytest, the `pulumi_stack` fixture (see `components.testing.pytest_plugin`) does the same.
+"""
+
+import asyncio
+import json
+import os
+import runpy
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pulumi
+import yaml
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.mocks import MockMonitor
+
+_SECRET_SIG_KEY = rpc._special_sig_key
+_SECRET_SIG = rpc._special_secret_sig
+REDACTED = "[secret]"
+_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A value the program marked secret. `str()` never shows it."""
+
+    value: Any
+
+    def __repr__(self) -> str:
+        return "Secret([secret])"
+
+
+@dataclass
+class RegisteredResource:
+    """One resource as the engine would receive it."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent_urn: str | None
+    provider: str | None
+    dependencies: tuple[str, ...]
+    inputs: dict[str, Any]
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return self.custom and self.type.startswith("kubernetes:")
+
+    @property
+    def kind(self) -> str:
+        return self.inputs.get("kind", self.type.rsplit(":", 1)[-1])
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The Kubernetes object with secrets revealed (for assertions; never print it)."""
+        return _plain(self.inputs, redact=False)
+
+    @property
+    def redacted_manifest(self) -> dict[str, Any]:
+        """The Kubernetes object with every secret value, and every Secret's data, shown as "[secret]"."""
+        obj = _plain(self.inputs, redact=True)
+        if obj.get("kind") == "Secret":
+            for key in ("data", "stringData"):
+                if isinstance(obj.get(key), dict):
+                    obj[key] = {k: REDACTED for k in obj[key]}
+        return obj
+
+
+@dataclass
+class StackResult:
+    """Everything a program registered, in registration order, and its stack outputs."""
+
+    project: str
+    stack: str
+    resources: list[RegisteredResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def kubernetes(self) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.is_kubernetes]
+
+    def find(self, kind: str | None = None, name: str | None = None, type: str | None = None) -> list[RegisteredResource]:
+        """Resources matching every given criterion: Kubernetes kind, logical name, type token."""
+        return [r for r in self.resources
+                if (kind is None or (r.is_kubernetes and r.kind == kind))
+                and (name is None or r.name == name)
+                and (type is None or r.type == type)]
+
+    def get(self, kind: str | None = None, name: str | None = None, type: str | None = None) -> RegisteredResource:
+        """The single resource matching; AssertionError naming what exists otherwise."""
+        found = self.find(kind, name, type)
+        if len(found) != 1:
+            have = ", ".join(f"{r.kind}/{r.name}" for r in self.resources)
+            raise AssertionError(f"expected one resource kind={kind} name={name} type={type}, "
+                                 f"found {len(found)}; registered: {have}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> RegisteredResource:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def parent_chain(self, resource: RegisteredResource) -> list[RegisteredResource]:
+        """The resource's ancestors, nearest first (the stack itself is not included)."""
+        chain = []
+        urn = resource.parent_urn
+        while urn:
+            parent = next((r for r in self.resources if r.urn == urn), None)
+            if parent is None:
+                break
+            chain.append(parent)
+            urn = parent.parent_urn
+        return chain
+
+    def children(self, resource: RegisteredResource) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.parent_urn == resource.urn]
+
+
+class DuplicateResourceError(Exception):
+    """Two resources with one URN: the Pulumi engine would refuse the program."""
+
+
+class _RecordingMonitor(MockMonitor):
+    """The stock mock monitor, plus parents, duplicate detection and stack outputs."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: list[RegisteredResource] = []
+        self._lock = threading.Lock()
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        if parent and parent.split("::")[2] == _STACK_TYPE:
+            parent = ""  # as the engine: the stack is not part of its children's type chain
+        return super().make_urn(parent, type_, name)
+
+    def RegisterResource(self, request):
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type != _STACK_TYPE:
+            with self._lock:
+                if urn in self.resources:
+                    raise DuplicateResourceError(f"duplicate resource URN {urn}: two resources of type "
+                                                 f"{request.type} named {request.name!r} under one parent")
+        response = super().RegisterResource(request)
+        if request.type != _STACK_TYPE:
+            parent = request.parent if request.parent and request.parent.split("::")[2] != _STACK_TYPE else None
+            with self._lock:
+                self.registered.append(RegisteredResource(
+                    urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
+                    parent_urn=parent, provider=request.provider or None,
+                    dependencies=tuple(request.dependencies),
+                    inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
+                ))
+        return response
+
+
+class _EchoMocks(pulumi.runtime.Mocks):
+    """Resources' outputs are their inputs, as for a successful create."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        return [f"{args.name}-id", dict(args.inputs)]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test",
+        config: dict[str, Any] | None = None, preview: bool = False) -> StackResult:
+    """Run `program` (a callable that declares resources) under mocks; return what it registered.
+
+    `config` keys without a namespace belong to `project`; non-string values are passed as JSON,
+    as Pulumi stores structured config, so `Config().require_object()` reads them.
+    Exceptions from the program (such as TrainJobError) propagate unchanged.
+    """
+    mocks = _EchoMocks()
+    monitor = _RecordingMonitor(mocks)
+    settings.set_root_resource(None)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config(_config_map(project, config or {}))
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def _run():
+        program()
+        return pulumi.Output.from_input(asyncio.ensure_future(_collect_outputs(outputs)))
+
+    try:
+        _run()
+    finally:
+        settings.set_root_resource(None)
+    return StackResult(project, stack, list(monitor.registered), outputs)
+
+
+async def _collect_outputs(into: dict[str, Any]) -> None:
+    root = settings.get_root_resource()
+    for key, value in sorted(getattr(root, "outputs", {}).items()):
+        out = pulumi.Output.from_input(value)
+        resolved = await out.future(with_unknowns=True)
+        into[key] = Secret(resolved) if await out.is_secret() else resolved
+
+
+def _config_map(project: str, config: dict[str, Any]) -> dict[str, str]:
+    result = {}
+    for key, value in config.items():
+        full = key if ":" in key else f"{project}:{key}"
+        result[full] = value if isinstance(value, str) else json.dumps(value)
+    return result
+
+
+def find_project(program: Path) -> Path:
+    """The directory holding the Pulumi.yaml that owns `program`."""
+    for directory in [program.parent, *program.parent.parents]:
+        if (directory / "Pulumi.yaml").is_file():
+            return directory
+    raise FileNotFoundError(f"no Pulumi.yaml found above {program}")
+
+
+def load_stack_config(project_dir: Path, stack: str) -> tuple[str, dict[str, Any]]:
+    """The project name and the `config:` of `Pulumi.<stack>.yaml` (missing file: no config)."""
+    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+    stack_file = project_dir / f"Pulumi.{stack}.yaml"
+    config = {}
+    if stack_file.is_file():
+        config = (yaml.safe_load(stack_file.read_text()) or {}).get("config", {}) or {}
+    for key, value in config.items():
+        if isinstance(value, dict) and "secure" in value:
+            raise ValueError(f"config {key} is encrypted (secure:); pass a test value with --config {key}=...")
+    return project, dict(config)
+
+
+def run_program(program: str | os.PathLike, *, stack: str = "dev", config: dict[str, Any] | None = None,
+                preview: bool = False) -> StackResult:
+    """Run a Pulumi program file (e.g. `stacks/__main__.py`) with its `Pulumi.<stack>.yaml` config.
+
+    `config` entries override the stack file's. The program's directory is put first on
+    sys.path, as the Pulumi language host does.
+    """
+    path = Path(program).resolve()
+    if path.is_dir():
+        path = path / "__main__.py"
+    project_dir = find_project(path)
+    project, stack_config = load_stack_config(project_dir, stack)
+    stack_config.update(config or {})
+    sys.path.insert(0, str(path.parent))
+    try:
+        return run(lambda: runpy.run_path(str(path), run_name="__main__"), project=project,
+                   stack=stack, config=stack_config, preview=preview)
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+def _plain(value: Any, redact: bool) -> Any:
+    """Engine wire values as plain YAML-able data: secrets unwrapped or redacted, whole floats as ints."""
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
+            inner = value.get("value")
+            if redact:
+                return {k: REDACTED for k in inner} if isinstance(inner, dict) else REDACTED
+            return _plain(inner, redact)
+        return {k: _plain(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, redact) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def iter_kubernetes(result: StackResult, redact: bool = True) -> Iterator[dict[str, Any]]:
+    for resource in result.kubernetes():
+        yield resource.redacted_manifest if redact else resource.manifest

@@ -1,0 +1,189 @@
+"""Torch family: torchrun configured by PET_* env, derived as Kubeflow Trainer's torch plugin does.
+
+One Indexed Job `N-node-0` runs `num_nodes` pods; pod i is node rank i (its completion index),
+pod 0 is the rendezvous master at `N-node-0-0.N:29500`.
+"""
+
+from typing import Annotated, Any, Literal
+
+import pulumi
+from pydantic import BeforeValidator, Field, field_validator
+
+from . import core
+from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from .component import TrainJobComponent
+from .errors import IssueCollector
+from .quantity import ceil_value, parse_quantity
+
+ROLE = "node"
+TRAINER_PORT = 29500
+
+
+class TorchRuntime(TrainingRuntime):
+    """A reusable torch runtime: the template of the trainer (`node`) pods."""
+
+    node: PodTemplate = Field(default_factory=PodTemplate)
+
+
+TORCH_DISTRIBUTED = TorchRuntime(
+    name="torch-distributed",
+    node=PodTemplate(image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),
+)
+TORCH_RUNTIMES: dict[str, TorchRuntime] = {TORCH_DISTRIBUTED.name: TORCH_DISTRIBUTED}
+
+
+def _builtin_runtime(value: Any) -> Any:
+    if isinstance(value, str):
+        if value not in TORCH_RUNTIMES:
+            raise ValueError(f'unknown runtime "{value}"; built-in torch runtimes: {", ".join(sorted(TORCH_RUNTIMES))}')
+        return TORCH_RUNTIMES[value]
+    return value
+
+
+class TorchTrainJobArgs(TrainJobArgs):
+    """Arguments of TorchTrainJob. Everything the runtime sets can be overridden here."""
+
+    num_proc_per_node: int | Literal["auto"] = "auto"
+    rendezvous: Literal["static", "c10d"] = "static"
+    runtime: Annotated[TorchRuntime, BeforeValidator(_builtin_runtime)] = TORCH_DISTRIBUTED
+
+    @field_validator("num_proc_per_node", mode="before")
+    @classmethod
+    def _positive_or_auto(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError('must be an int >= 1 or "auto"')
+
+
+# Derived variables, each with the argument that controls it (for the reserved-env error).
+RESERVED_ENV = {
+    "PET_NNODES": "num_nodes",
+    "PET_NPROC_PER_NODE": "num_proc_per_node",
+    "PET_NODE_RANK": "each pod's completion index",
+    "PET_MASTER_ADDR": "the job name (pod 0 of the node Job)",
+    "PET_MASTER_PORT": f"the trainer port {TRAINER_PORT}",
+    "PET_RDZV_BACKEND": "rendezvous",
+    "PET_RDZV_ENDPOINT": "rendezvous and the job name",
+    "PET_RDZV_ID": "the job name",
+}
+
+
+def is_gpu(resource: str) -> bool:
+    """A GPU for nproc purposes: any name containing "gpu", and NVIDIA MIG slices."""
+    return "gpu" in resource.lower() or resource.startswith("nvidia.com/mig-")
+
+
+def gpu_count(resources: Resources | None) -> int:
+    """GPUs per pod: the first GPU resource (sorted by name) in requests, else in limits."""
+    if resources is None:
+        return 0
+    for side in (resources.requests, resources.limits):
+        for name in sorted(side):
+            if is_gpu(name):
+                count = ceil_value(side[name])
+                if count > 0:
+                    return count
+                break
+    return 0
+
+
+def resolve_num_proc_per_node(requested: int | str, resources: Resources | None) -> str:
+    """PET_NPROC_PER_NODE as Kubeflow Trainer v2.3 derives it, from the pod's merged resources.
+
+    An int is kept. "auto" stays "auto" when the pod has a GPU (torchrun counts devices);
+    otherwise it becomes ceil(cpu) with cpu the request, else the limit, at least 1, and 1 with
+    no CPU given, so torchrun never counts the host's CPUs.
+    """
+    if requested != "auto":
+        return str(requested)
+    if gpu_count(resources) > 0:
+        return "auto"
+    cpu = None
+    if resources is not None:
+        for side in (resources.requests, resources.limits):
+            if "cpu" in side and parse_quantity(side["cpu"]) > 0:
+                cpu = side["cpu"]
+                break
+    return str(max(1, ceil_value(cpu))) if cpu is not None else "1"
+
+
+def master_addr(name: str) -> str:
+    return core.pod_dns_name(name, ROLE, 0)
+
+
+def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "PET_NNODES", "value": str(args.num_nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": nproc},
+    ]
+    if args.rendezvous == "static":
+        env += [
+            {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
+            {"name": "PET_MASTER_ADDR", "value": master_addr(name)},
+            {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+        ]
+    else:
+        env += [
+            {"name": "PET_RDZV_BACKEND", "value": "c10d"},
+            {"name": "PET_RDZV_ENDPOINT", "value": f"{master_addr(name)}:{TRAINER_PORT}"},
+            {"name": "PET_RDZV_ID", "value": name},
+        ]
+    return env
+
+
+def derive_torch(name: str, args: TorchTrainJobArgs) -> core.TrainJobPlan:
+    """The Service and the node Job of a torch job, or TrainJobError listing every problem."""
+    issues = IssueCollector()
+    template = core.effective_template(args.runtime.node, args)
+    hostnames = [core.pod_hostname(name, ROLE, args.num_nodes - 1)]
+    core.check_job(issues, name, args, args.runtime, hostnames)
+    core.check_template(issues, template, ROLE)
+    core.check_reserved_env(issues, template, RESERVED_ENV)
+    issues.raise_if_any("TorchTrainJob", name)
+
+    nproc = resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
+    env = core.upsert_env(core.template_env(template), torch_env(name, args, nproc))
+    node = core.container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
+    manifests = (
+        core.headless_service(name, args.runtime, args),
+        core.indexed_job(name, ROLE, args.num_nodes, template, node, args.runtime, args),
+    )
+    return core.TrainJobPlan(
+        name=name,
+        namespace=args.namespace,
+        manifests=manifests,
+        outputs={
+            "service_name": name,
+            "job_name": core.job_name(name, ROLE),
+            "master_addr": master_addr(name),
+            "master_port": TRAINER_PORT,
+            "num_nodes": args.num_nodes,
+            "num_proc_per_node": nproc,
+            "namespace": args.namespace,
+        },
+    )
+
+
+class TorchTrainJob(TrainJobComponent):
+    """Distributed PyTorch with torchrun on any cluster: headless Service `N` + Indexed Job `N-node-0`."""
+
+    args_type = TorchTrainJobArgs
+    derive = staticmethod(derive_torch)
+
+    service_name: pulumi.Output[str]
+    """Headless Service (and pod DNS subdomain) of the job."""
+    job_name: pulumi.Output[str]
+    """The Indexed Job running the trainer pods."""
+    master_addr: pulumi.Output[str]
+    """DNS name of rank 0: `<N>-node-0-0.<N>`."""
+    master_port: pulumi.Output[int]
+    """Rendezvous port (29500)."""
+    num_nodes: pulumi.Output[int]
+    """Number of trainer pods."""
+    num_proc_per_node: pulumi.Output[str]
+    """PET_NPROC_PER_NODE as resolved: an int as a string, or "auto" on GPU pods."""
+    namespace: pulumi.Output[str | None]
+    """Namespace given, or None for the provider's default."""
+
+    def __init__(self, name: str, args: TorchTrainJobArgs | dict, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(name, args, opts)
