@@ -55,6 +55,7 @@ class RegisteredResource:
     parent_urn: str | None
     provider: str | None
     dependencies: tuple[str, ...]
+    protect: bool
     inputs: dict[str, Any]
 
     @property
@@ -159,7 +160,7 @@ class _RecordingMonitor(MockMonitor):
                 self.registered.append(RegisteredResource(
                     urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
                     parent_urn=parent, provider=request.provider or None,
-                    dependencies=tuple(request.dependencies),
+                    dependencies=tuple(request.dependencies), protect=bool(request.protect),
                     inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
                 ))
         return response

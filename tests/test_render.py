@@ -1,0 +1,100 @@
+"""`trainjobs render` and `explain` on the example stack: golden files, determinism, errors."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "stacks" / "__main__.py"
+GOLDEN = Path(__file__).parent / "golden" / "dev"
+
+
+def render(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+    out = tmp_path / "out"
+    return main(["render", str(PROGRAM), "--stack", "dev", "--out", str(out), *extra]), out
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if not p.name.startswith(".")}
+
+
+def test_example_stack_matches_golden_files(tmp_path, capsys):
+    code, out = render(tmp_path)
+    assert code == 0
+    if os.environ.get("TRAINJOBS_UPDATE_GOLDEN"):
+        shutil.rmtree(GOLDEN, ignore_errors=True)
+        shutil.copytree(out, GOLDEN, ignore=shutil.ignore_patterns(".*"))
+    assert files(out) == files(GOLDEN), "rendered YAML changed; review it, then TRAINJOBS_UPDATE_GOLDEN=1 make test"
+    printed = capsys.readouterr().out
+    assert "├─ TorchTrainJob llama-finetune" in printed
+    assert "Job mnist-ddp-node-0  (2 pods)" in printed
+    assert f"wrote 4 objects and ranks.txt to {out}/" in printed
+
+
+def test_render_is_byte_identical_on_rerun(tmp_path):
+    _, out = render(tmp_path)
+    first = files(out)
+    _, out = render(tmp_path)
+    assert files(out) == first
+
+
+def test_render_of_a_two_node_cpu_job_shows_kubeflow_values(tmp_path):
+    jobs = ('[{"kind": "TorchTrainJob", "name": "demo", "num_nodes": 2, '
+            '"resources_per_node": {"requests": {"cpu": "2.5"}}}]')
+    code, out = render(tmp_path, "--config", f"jobs={jobs}")
+    assert code == 0
+    text = (out / "batch_v1-job-default-demo-node-0.yaml").read_text()
+    for line in ["  completions: 2", "  parallelism: 2", "      subdomain: demo",
+                 "        - name: PET_NPROC_PER_NODE\n          value: '3'",
+                 "        - name: PET_MASTER_ADDR\n          value: demo-node-0-0.demo",
+                 "        - name: PET_MASTER_PORT\n          value: '29500'",
+                 "        - name: PET_NODE_RANK\n          valueFrom:\n            fieldRef:\n"
+                 "              fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']"]:
+        assert line in text
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".trainjobs-render", "batch_v1-job-default-demo-node-0.yaml", "ranks.txt", "v1-service-default-demo.yaml"]
+
+
+@pytest.mark.parametrize("job, fragment", [
+    ('{"kind": "TorchTrainJob", "name": "demo", "env": {"PET_NNODES": "9"}}', "env: must not have reserved envs"),
+    ('{"kind": "TorchTrainJob", "name": "' + "x" * 60 + '", "num_nodes": 2}', "name: derived pod hostname"),
+    ('{"kind": "TorchTrainJob", "name": "demo", "num_nodes": 0}', "num_nodes: Input should be greater than or equal to 1"),
+    ('{"kind": "TorchTrainJob", "name": "demo", "num_node": 2}', 'did you mean "num_nodes"?'),
+])
+def test_bad_spec_exits_non_zero_with_the_message_and_writes_nothing(tmp_path, capsys, job, fragment):
+    code, out = render(tmp_path, "--config", f"jobs=[{job}]")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_render_refuses_to_clear_a_foreign_directory(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    assert main(["render", str(PROGRAM), "--out", str(out)]) == 2
+    assert (out / "mine.txt").read_text() == "keep"
+    assert "was not written by `trainjobs render`" in capsys.readouterr().err
+
+
+def test_explain_prints_each_pods_env_with_its_rank(capsys):
+    assert main(["explain", str(PROGRAM), "--job", "mnist-ddp"]) == 0
+    text = capsys.readouterr().out
+    for index in (0, 1):
+        assert f"pod mnist-ddp-node-0-{index}  (Job mnist-ddp-node-0, index {index})" in text
+        assert f"dns: mnist-ddp-node-0-{index}.mnist-ddp  mnist-ddp-node-0-{index}.mnist-ddp.default.svc.cluster.local" in text
+    assert text.count("PET_NODE_RANK=0   <- fieldRef") == 1
+    assert text.count("PET_NODE_RANK=1   <- fieldRef") == 1
+    assert text.count("PET_MASTER_ADDR=mnist-ddp-node-0-0.mnist-ddp") == 2
+    assert "llama-finetune" not in text
+
+
+def test_explain_unknown_job(capsys):
+    assert main(["explain", str(PROGRAM), "--job", "nope"]) == 2
+    assert "no Job 'nope'" in capsys.readouterr().err

@@ -1,0 +1,184 @@
+"""Torch derivation, checked value by value against Kubeflow Trainer v2.3 and our deviations."""
+
+import pytest
+
+from components import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
+from components.torch import derive_torch, gpu_count, resolve_num_proc_per_node
+
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def resources(requests=None, limits=None):
+    return Resources(requests=requests or {}, limits=limits or {})
+
+
+@pytest.mark.parametrize("requests, limits, expected", [
+    ({"cpu": "4"}, None, "4"),
+    ({"cpu": "2.5"}, None, "3"),
+    ({"cpu": "2500m"}, None, "3"),
+    ({"cpu": "0.7"}, None, "1"),
+    ({"cpu": "100m"}, None, "1"),
+    (None, None, "1"),
+    ({"memory": "8Gi"}, {"memory": "8Gi"}, "1"),
+    (None, {"cpu": "6"}, "6"),
+    ({"cpu": "2"}, {"cpu": "8"}, "2"),          # request wins over limit
+    ({"cpu": "0"}, {"cpu": "5"}, "5"),          # a zero request falls back to the limit
+    ({"nvidia.com/gpu": "8", "cpu": "32"}, None, "auto"),
+    (None, {"nvidia.com/gpu": "2", "cpu": "16"}, "auto"),
+    (None, {"amd.com/gpu": "1"}, "auto"),
+    ({"nvidia.com/mig-1g.5gb": "1", "cpu": "4"}, None, "auto"),   # deviation: MIG is a GPU
+    ({"google.com/tpu": "4", "cpu": "3"}, None, "3"),            # TPUs are not GPUs for torchrun
+    ({"nvidia.com/gpu": "0", "cpu": "3"}, None, "3"),
+])
+def test_auto_num_proc_per_node(requests, limits, expected):
+    assert resolve_num_proc_per_node("auto", resources(requests, limits)) == expected
+
+
+def test_auto_without_any_resources_is_one():
+    assert resolve_num_proc_per_node("auto", None) == "1"
+
+
+@pytest.mark.parametrize("given", [1, 3, 16])
+def test_int_num_proc_per_node_is_kept(given):
+    assert resolve_num_proc_per_node(given, resources({"nvidia.com/gpu": "8"})) == str(given)
+
+
+def test_gpu_names_are_scanned_in_sorted_order():
+    # Two GPU-named resources: deterministic choice of the first by name, not map order.
+    assert gpu_count(resources({"nvidia.com/gpu": "4", "amd.com/gpu": "2"})) == 2
+
+
+def job_container(plan):
+    job = next(m for m in plan.manifests if m["kind"] == "Job")
+    return job, job["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(container):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_pet_env_and_job_shape_match_kubeflow():
+    plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=2, resources_per_node={"requests": {"cpu": "2.5"}}))
+    job, node = job_container(plan)
+    assert [e["name"] for e in node["env"]] == [
+        "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"]
+    assert env_of(node) == {
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "3",
+        "PET_NODE_RANK": {"fieldRef": {"fieldPath": COMPLETION_INDEX}},
+        "PET_MASTER_ADDR": "demo-node-0-0.demo",
+        "PET_MASTER_PORT": "29500",
+    }
+    assert node["name"] == "node"
+    assert node["ports"] == [{"containerPort": 29500}]
+    assert job["metadata"]["name"] == "demo-node-0"
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
+    assert spec["template"]["spec"]["subdomain"] == "demo"
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert spec["backoffLimit"] == 0
+
+
+def test_user_env_comes_first_then_derived_env():
+    plan = derive_torch("demo", TorchTrainJobArgs(env={"NCCL_DEBUG": "INFO", "SEED": 7}))
+    _, node = job_container(plan)
+    assert [e["name"] for e in node["env"]][:2] == ["NCCL_DEBUG", "SEED"]
+    assert env_of(node)["SEED"] == "7"
+
+
+def test_runtime_env_is_upserted_by_job_env_in_place():
+    runtime = TorchRuntime(name="rt", node=PodTemplate(image="img:1", env={"A": "runtime", "B": "runtime"}))
+    plan = derive_torch("demo", TorchTrainJobArgs(runtime=runtime, env={"B": "job", "C": "job"}))
+    _, node = job_container(plan)
+    assert [(e["name"], e.get("value")) for e in node["env"][:3]] == [("A", "runtime"), ("B", "job"), ("C", "job")]
+
+
+def test_nproc_uses_merged_runtime_and_job_resources():
+    # Deviation from Kubeflow #3974: the runtime's GPUs still count when the job only adds memory.
+    runtime = TorchRuntime(name="gpu", node=PodTemplate(image="img:1", resources={"limits": {"nvidia.com/gpu": 4}}))
+    plan = derive_torch("demo", TorchTrainJobArgs(runtime=runtime, resources_per_node={"limits": {"memory": "64Gi"}}))
+    _, node = job_container(plan)
+    assert env_of(node)["PET_NPROC_PER_NODE"] == "auto"
+    assert node["resources"] == {"requests": {"nvidia.com/gpu": "4"},
+                                 "limits": {"memory": "64Gi", "nvidia.com/gpu": "4"}}
+    assert plan.outputs["num_proc_per_node"] == "auto"
+
+
+def test_job_resources_override_runtime_per_key():
+    runtime = TorchRuntime(name="cpu", node=PodTemplate(image="img:1", resources={"requests": {"cpu": "8", "memory": "1Gi"}}))
+    plan = derive_torch("demo", TorchTrainJobArgs(runtime=runtime, resources_per_node={"requests": {"cpu": "2"}}))
+    _, node = job_container(plan)
+    assert node["resources"]["requests"] == {"cpu": "2", "memory": "1Gi"}
+    assert env_of(node)["PET_NPROC_PER_NODE"] == "2"
+
+
+def test_gpu_limits_equal_requests():
+    plan = derive_torch("demo", TorchTrainJobArgs(resources_per_node={"requests": {"nvidia.com/gpu": 2, "cpu": 8}}))
+    _, node = job_container(plan)
+    assert node["resources"] == {"requests": {"cpu": "8", "nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}
+
+
+def test_c10d_rendezvous_env():
+    plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=3, rendezvous="c10d"))
+    _, node = job_container(plan)
+    assert env_of(node) == {
+        "PET_NNODES": "3", "PET_NPROC_PER_NODE": "1",
+        "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "demo-node-0-0.demo:29500", "PET_RDZV_ID": "demo"}
+
+
+def test_pod_defaults_and_pass_through_settings():
+    plan = derive_torch("demo", TorchTrainJobArgs(
+        namespace="ml", shm_size="16Gi", node_selector={"pool": "gpu"},
+        tolerations=[{"key": "gpu", "operator": "Exists"}], service_account_name="trainer",
+        image_pull_secrets=["regcred"], priority_class_name="high", security_context={"runAsUser": 1000},
+        active_deadline_seconds=3600, ttl_seconds_after_finished=600, backoff_limit=2,
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        volume_mounts=[{"name": "data", "mountPath": "/data"}],
+        labels={"team": "a"}, annotations={"owner": "a@example.com"}, pod_labels={"kueue": "x"}))
+    service, job = plan.manifests
+    pod = job["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                              {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"},
+                                                    {"name": "dshm", "mountPath": "/dev/shm"}]
+    assert pod["nodeSelector"] == {"pool": "gpu"}
+    assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    assert pod["serviceAccountName"] == "trainer"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["priorityClassName"] == "high"
+    assert pod["securityContext"] == {"runAsUser": 1000}
+    assert (job["spec"]["activeDeadlineSeconds"], job["spec"]["ttlSecondsAfterFinished"], job["spec"]["backoffLimit"]) == (3600, 600, 2)
+    for obj in (service, job):
+        assert obj["metadata"]["namespace"] == "ml"
+        assert obj["metadata"]["labels"]["team"] == "a"
+        assert obj["metadata"]["annotations"]["owner"] == "a@example.com"
+    assert job["spec"]["template"]["metadata"]["labels"]["kueue"] == "x"
+    assert job["spec"]["template"]["metadata"]["labels"]["trainjobs.io/job-name"] == "demo"
+
+
+def test_shm_can_be_turned_off():
+    plan = derive_torch("demo", TorchTrainJobArgs(shm_size="0"))
+    _, node = job_container(plan)
+    assert "volumeMounts" not in node
+
+
+def test_skip_await_by_default_and_wait_knob():
+    _, job = derive_torch("demo", TorchTrainJobArgs()).manifests
+    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    _, job = derive_torch("demo", TorchTrainJobArgs(wait_for_completion=True, wait_timeout_seconds=7200)).manifests
+    assert job["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "7200"}
+
+
+def test_headless_service_selects_every_pod_of_the_job():
+    service, job = derive_torch("demo", TorchTrainJobArgs()).manifests
+    assert service["metadata"]["name"] == "demo"
+    assert service["spec"] == {"clusterIP": "None", "publishNotReadyAddresses": True,
+                               "selector": {"trainjobs.io/job-name": "demo"}}
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert all(pod_labels[k] == v for k, v in service["spec"]["selector"].items())
+
+
+def test_outputs():
+    plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=4, num_proc_per_node=8, namespace="ml"))
+    assert plan.outputs == {"service_name": "demo", "job_name": "demo-node-0", "master_addr": "demo-node-0-0.demo",
+                            "master_port": 29500, "num_nodes": 4, "num_proc_per_node": "8", "namespace": "ml"}
