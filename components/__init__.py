@@ -2,9 +2,13 @@
 
 from .args import EnvVar, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
 from .errors import Issue, TrainJobError
+from .mpi import (DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED, MPI_DISTRIBUTED, DeepSpeedTrainJob, DeepSpeedTrainJobArgs,
+                  MlxTrainJob, MlxTrainJobArgs, MpiRuntime, MpiTrainJob, MpiTrainJobArgs)
 from .torch import TORCH_DISTRIBUTED, TorchRuntime, TorchTrainJob, TorchTrainJobArgs
 
 __all__ = [
-    "EnvVar", "Issue", "PodTemplate", "Resources", "TORCH_DISTRIBUTED", "TorchRuntime",
-    "TorchTrainJob", "TorchTrainJobArgs", "TrainJobArgs", "TrainJobError", "TrainingRuntime",
+    "DEEPSPEED_DISTRIBUTED", "DeepSpeedTrainJob", "DeepSpeedTrainJobArgs", "EnvVar", "Issue", "MLX_DISTRIBUTED",
+    "MPI_DISTRIBUTED", "MlxTrainJob", "MlxTrainJobArgs", "MpiRuntime", "MpiTrainJob", "MpiTrainJobArgs",
+    "PodTemplate", "Resources", "TORCH_DISTRIBUTED", "TorchRuntime", "TorchTrainJob", "TorchTrainJobArgs",
+    "TrainJobArgs", "TrainJobError", "TrainingRuntime",
 ]

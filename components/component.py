@@ -5,10 +5,11 @@ from typing import Any, Callable, ClassVar
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_tls as tls
 from pydantic import BaseModel
 
 from .args import parse_args
-from .core import TrainJobPlan
+from .core import GeneratedSSHKey, TrainJobPlan
 
 PACKAGE = "trainjobs"
 
@@ -46,8 +47,10 @@ class TrainJobComponent(pulumi.ComponentResource):
         caller_depends = list((opts.depends_on if opts and isinstance(opts.depends_on, list)
                                else [opts.depends_on] if opts and opts.depends_on else []))
         self.resources: dict[str, pulumi.CustomResource] = {}
+        self._keys: dict[str, tls.PrivateKey] = {}
         prerequisites: list[pulumi.Resource] = []
         for manifest in plan.manifests:
+            manifest = self._resolve_generated(manifest, caller_depends)
             kind = manifest["kind"]
             child_opts = pulumi.ResourceOptions(
                 parent=self,
@@ -65,6 +68,24 @@ class TrainJobComponent(pulumi.ComponentResource):
         for key, value in outputs.items():
             setattr(self, key, value)
         self.register_outputs(outputs)
+
+    def _resolve_generated(self, value: Any, caller_depends: list) -> Any:
+        """Replace GeneratedSSHKey placeholders with outputs of a key pair kept in Pulumi state."""
+        if isinstance(value, dict):
+            return {k: self._resolve_generated(v, caller_depends) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._resolve_generated(v, caller_depends) for v in value]
+        if isinstance(value, GeneratedSSHKey):
+            key = self._keys.get(value.name)
+            if key is None:
+                algorithm = {"ECDSA-P521": {"algorithm": "ECDSA", "ecdsa_curve": "P521"},
+                             "ED25519": {"algorithm": "ED25519"}}[value.algorithm]
+                key = tls.PrivateKey(value.name, **algorithm,
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=caller_depends))
+                self._keys[value.name] = key
+                self.resources[f"PrivateKey/{value.name}"] = key
+            return key.private_key_openssh if value.part == "private" else key.public_key_openssh
+        return value
 
     @staticmethod
     def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:

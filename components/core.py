@@ -12,7 +12,7 @@ from .args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, Tra
 from .errors import IssueCollector
 from .naming import (label_key_problem, label_value_problem, rfc1035_label_problem,
                      rfc1123_label_problem)
-from .quantity import parse_quantity
+from .quantity import ceil_value, parse_quantity
 
 LABEL_JOB = "trainjobs.io/job-name"
 LABEL_ROLE = "trainjobs.io/role"
@@ -22,6 +22,19 @@ SKIP_AWAIT = "pulumi.com/skipAwait"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 MAIN_CONTAINER = "node"
 SHM_VOLUME = "dshm"
+
+
+@dataclass(frozen=True)
+class GeneratedSSHKey:
+    """Placeholder for key material the component generates at deploy time and keeps in state.
+
+    A plan stays a pure value; the component replaces each placeholder with an output of one
+    key-pair resource per (`name`, algorithm), so the key is stable across updates.
+    """
+
+    name: str
+    part: str  # "private" (OpenSSH format) or "public" (authorized_keys line)
+    algorithm: str = "ECDSA-P521"
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,25 @@ def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs)
 def is_extended_resource(resource: str) -> bool:
     """Device-plugin resources (GPUs, MIG slices, NICs): Kubernetes needs requests == limits."""
     return "/" in resource and not resource.startswith("kubernetes.io/") and not resource.startswith("hugepages-")
+
+
+def is_gpu(resource: str) -> bool:
+    """A GPU: any resource name containing "gpu", and NVIDIA MIG slices."""
+    return "gpu" in resource.lower() or resource.startswith("nvidia.com/mig-")
+
+
+def gpu_count(resources: Resources | None) -> int:
+    """GPUs per pod: the first GPU resource (sorted by name) in requests, else in limits."""
+    if resources is None:
+        return 0
+    for side in (resources.requests, resources.limits):
+        for name in sorted(side):
+            if is_gpu(name):
+                count = ceil_value(side[name])
+                if count > 0:
+                    return count
+                break
+    return 0
 
 
 def normalized_resources(resources: Resources | None) -> Resources | None:
@@ -254,7 +286,8 @@ def template_env(template: PodTemplate) -> list[dict[str, Any]]:
 
 
 def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_container: dict[str, Any],
-                runtime: TrainingRuntime, args: TrainJobArgs, extra_volumes: list[dict[str, Any]] = ()) -> dict[str, Any]:
+                runtime: TrainingRuntime, args: TrainJobArgs, extra_volumes: list[dict[str, Any]] = (),
+                init_containers: list[dict[str, Any]] = (), dns_config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Indexed Job `<N>-<role>-0`: `pods` pods with hostnames `<job>-<i>` in subdomain `N`.
 
     restartPolicy Never and an explicit backoffLimit (default 0): one failed rank fails the Job
@@ -275,6 +308,10 @@ def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_con
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
                                                          "sizeLimit": template.shm_size or DEFAULT_SHM_SIZE}})
     pod: dict[str, Any] = {"subdomain": name, "restartPolicy": "Never", "containers": [main_container]}
+    if init_containers:
+        pod["initContainers"] = list(init_containers)
+    if dns_config:
+        pod["dnsConfig"] = dns_config
     if volumes:
         pod["volumes"] = volumes
     if template.node_selector:

@@ -5,6 +5,7 @@ document per file, named as pulumi-kubernetes' renderYamlToDirectory names them,
 key order and secrets redacted, so re-running gives byte-identical files for review in a PR.
 """
 
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -108,15 +109,18 @@ def tree(result: StackResult) -> str:
 def ranks_text(objects: list[dict[str, Any]], job: str | None = None) -> str:
     """Per pod: DNS names, the env it really sees and its mounted config files (secrets redacted)."""
     out: list[str] = []
-    for pod in pod_views(objects, job=job):
+    every_pod = pod_views(objects)
+    for pod in (p for p in every_pod if job is None or p.job == job):
         out.append(f"pod {pod.hostname}  (Job {pod.job}, index {pod.index})")
         if pod.dns_names:
             out.append(f"  dns: {'  '.join(pod.dns_names)}")
+        for listing in _host_listings(pod, every_pod):
+            out.append(f"  host: {listing}")
         for kind, containers in (("init container", pod.init_containers), ("container", pod.containers)):
             for c in containers:
                 out.append(f"  {kind} {c.name}: {c.image}")
                 if c.command or c.args:
-                    out.append(f"    run: {' '.join(c.command + c.args)}")
+                    out.append("    run: " + shlex.join(c.command + c.args).replace("\n", "\n         "))
                 for name, value in c.env.items():
                     source = f"   <- {c.env_sources[name]}" if name in c.env_sources else ""
                     out.append(f"    {name}={value}{source}")
@@ -125,3 +129,15 @@ def ranks_text(objects: list[dict[str, Any]], job: str | None = None) -> str:
             out.extend(f"    | {line}" for line in content.splitlines())
         out.append("")
     return "\n".join(out)
+
+
+def _host_listings(pod, every_pod) -> list[str]:
+    """Where another pod's mounted files (an MPI hostfile, say) list this pod by its DNS name."""
+    listings = []
+    for other in every_pod:
+        for path, (content, _) in sorted(other.files.items()):
+            for line in content.splitlines():
+                host = line.split()[0].split(":")[0] if line.strip() else ""
+                if host in pod.dns_names:
+                    listings.append(f"{line.strip()!r} in {path} of pod {other.hostname}")
+    return listings

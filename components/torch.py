@@ -68,25 +68,6 @@ RESERVED_ENV = {
 }
 
 
-def is_gpu(resource: str) -> bool:
-    """A GPU for nproc purposes: any name containing "gpu", and NVIDIA MIG slices."""
-    return "gpu" in resource.lower() or resource.startswith("nvidia.com/mig-")
-
-
-def gpu_count(resources: Resources | None) -> int:
-    """GPUs per pod: the first GPU resource (sorted by name) in requests, else in limits."""
-    if resources is None:
-        return 0
-    for side in (resources.requests, resources.limits):
-        for name in sorted(side):
-            if is_gpu(name):
-                count = ceil_value(side[name])
-                if count > 0:
-                    return count
-                break
-    return 0
-
-
 def resolve_num_proc_per_node(requested: int | str, resources: Resources | None) -> str:
     """PET_NPROC_PER_NODE as Kubeflow Trainer v2.3 derives it, from the pod's merged resources.
 
@@ -96,7 +77,7 @@ def resolve_num_proc_per_node(requested: int | str, resources: Resources | None)
     """
     if requested != "auto":
         return str(requested)
-    if gpu_count(resources) > 0:
+    if core.gpu_count(resources) > 0:
         return "auto"
     cpu = None
     if resources is not None:

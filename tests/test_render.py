@@ -10,35 +10,58 @@ from components.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
-GOLDEN = Path(__file__).parent / "golden" / "dev"
+GOLDEN = Path(__file__).parent / "golden"
 
 
-def render(tmp_path: Path, *extra: str) -> tuple[int, Path]:
+def render(tmp_path: Path, *extra: str, stack: str = "dev") -> tuple[int, Path]:
     out = tmp_path / "out"
-    return main(["render", str(PROGRAM), "--stack", "dev", "--out", str(out), *extra]), out
+    return main(["render", str(PROGRAM), "--stack", stack, "--out", str(out), *extra]), out
 
 
 def files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if not p.name.startswith(".")}
 
 
-def test_example_stack_matches_golden_files(tmp_path, capsys):
-    code, out = render(tmp_path)
+@pytest.mark.parametrize("stack, tree_lines, count", [
+    ("dev", ["├─ TorchTrainJob llama-finetune", "   └─ Job mnist-ddp-node-0  (2 pods)"], 4),
+    ("hpc", ["├─ DeepSpeedTrainJob ds-finetune", "   ├─ Job pi-launcher-0  (1 pods)", "   ├─ Job pi-node-0  (3 pods)",
+             "   └─ PrivateKey pi-ssh-key"], 10),
+])
+def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, count):
+    code, out = render(tmp_path, stack=stack)
     assert code == 0
+    golden = GOLDEN / stack
     if os.environ.get("TRAINJOBS_UPDATE_GOLDEN"):
-        shutil.rmtree(GOLDEN, ignore_errors=True)
-        shutil.copytree(out, GOLDEN, ignore=shutil.ignore_patterns(".*"))
-    assert files(out) == files(GOLDEN), "rendered YAML changed; review it, then TRAINJOBS_UPDATE_GOLDEN=1 make test"
+        shutil.rmtree(golden, ignore_errors=True)
+        shutil.copytree(out, golden, ignore=shutil.ignore_patterns(".*"))
+    assert files(out) == files(golden), "rendered YAML changed; review it, then TRAINJOBS_UPDATE_GOLDEN=1 make test"
     printed = capsys.readouterr().out
-    assert "├─ TorchTrainJob llama-finetune" in printed
-    assert "Job mnist-ddp-node-0  (2 pods)" in printed
-    assert f"wrote 4 objects and ranks.txt to {out}/" in printed
+    for line in tree_lines:
+        assert line in printed
+    assert f"wrote {count} objects and ranks.txt to {out}/" in printed
+
+
+def test_private_keys_never_appear_in_rendered_or_printed_output(tmp_path, capsys, monkeypatch):
+    import components.testing as kit
+    generated = []
+    original = kit._ssh_key_pair
+    monkeypatch.setattr(kit, "_ssh_key_pair", lambda *a: generated.append(original(*a)) or generated[-1])
+    code, out = render(tmp_path, stack="hpc")
+    assert code == 0 and main(["explain", str(PROGRAM), "--stack", "hpc"]) == 0
+    printed = capsys.readouterr()
+    texts = [p.read_text() for p in out.iterdir() if p.is_file()] + [printed.out, printed.err]
+    assert len(generated) == 4  # two jobs, rendered and explained
+    for key in generated:
+        body = key["privateKeyOpenssh"].splitlines()[1]
+        assert all(body not in text for text in texts)
+    assert all("PRIVATE KEY" not in text for text in texts)
+    assert "ssh-privatekey: '[secret]'" in (out / "v1-secret-default-pi-mpi-ssh-auth.yaml").read_text()
 
 
 def test_render_is_byte_identical_on_rerun(tmp_path):
-    _, out = render(tmp_path)
+    _, out = render(tmp_path, stack="hpc")
     first = files(out)
-    _, out = render(tmp_path)
+    _, out = render(tmp_path, stack="hpc")
     assert files(out) == first
 
 
@@ -98,3 +121,16 @@ def test_explain_prints_each_pods_env_with_its_rank(capsys):
 def test_explain_unknown_job(capsys):
     assert main(["explain", str(PROGRAM), "--job", "nope"]) == 2
     assert "no Job 'nope'" in capsys.readouterr().err
+
+
+def test_explain_marks_mpi_hosts_and_shows_hostfile_and_launcher_env(capsys):
+    assert main(["explain", str(PROGRAM), "--stack", "hpc", "--job", "pi"]) == 0
+    text = capsys.readouterr().out
+    for i in range(3):
+        assert f"host: 'pi-node-0-{i}.pi slots=2' in /etc/mpi/hostfile of pod pi-launcher-0-0" in text
+    launcher = text[text.index("pod pi-launcher-0-0"):text.index("pod pi-node-0-0")]
+    assert "host:" not in launcher   # the launcher is not an MPI host here
+    assert "OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile" in launcher
+    assert "PRTE_MCA_prte_default_hostfile=/etc/mpi/hostfile" in launcher
+    assert "file /etc/mpi/hostfile (mode 0444):\n    | pi-node-0-0.pi slots=2" in launcher
+    assert "file /root/.ssh/id_rsa (mode 0600):\n    | [secret]" in launcher

@@ -5,7 +5,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from components import TorchTrainJob
+from components import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob
 from components.render import kubernetes_objects
 from components.testing import run, run_program
 from components.testing.checks import manifest_problems
@@ -34,13 +34,23 @@ JOBS = {
         "wait_for_completion": True, "wait_timeout_seconds": 3600,
     },
     "c10d": {"num_nodes": 3, "rendezvous": "c10d", "shm_size": "0"},
+    "mpi-openmpi": (MpiTrainJob, {"image": "mpi:1", "command": ["mpirun", "hostname"], "num_nodes": 3}),
+    "mpi-intel-launcher-node": (MpiTrainJob, {"image": "mpi:1", "command": ["mpirun", "hostname"], "num_nodes": 2,
+                                              "mpi_implementation": "IntelMPI", "namespace": "hpc",
+                                              "run_launcher_as_node": True}),
+    "mpi-mpich-one-host": (MpiTrainJob, {"image": "mpi:1", "command": ["mpiexec", "hostname"],
+                                         "mpi_implementation": "MPICH", "namespace": "hpc", "run_launcher_as_node": True}),
+    "deepspeed": (DeepSpeedTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 4,
+                                      "resources_per_node": {"limits": {"nvidia.com/gpu": 8}}}),
+    "mlx": (MlxTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 2}),
 }
 
 
 def objects_for(case):
     if JOBS[case] is None:
         return kubernetes_objects(run_program(EXAMPLE, stack="dev"))
-    return kubernetes_objects(run(lambda: TorchTrainJob("job", JOBS[case])))
+    component, args = JOBS[case] if isinstance(JOBS[case], tuple) else (TorchTrainJob, JOBS[case])
+    return kubernetes_objects(run(lambda: component("job", args)))
 
 
 @pytest.mark.parametrize("case", sorted(JOBS))

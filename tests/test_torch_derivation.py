@@ -3,7 +3,8 @@
 import pytest
 
 from components import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
-from components.torch import derive_torch, gpu_count, resolve_num_proc_per_node
+from components.core import gpu_count
+from components.torch import derive_torch, resolve_num_proc_per_node
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 

@@ -17,7 +17,10 @@ import asyncio
 import json
 import os
 import runpy
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,13 +170,28 @@ class _RecordingMonitor(MockMonitor):
 
 
 class _EchoMocks(pulumi.runtime.Mocks):
-    """Resources' outputs are their inputs, as for a successful create."""
+    """Resources' outputs are their inputs, as for a successful create; key pairs are real keys."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        return [f"{args.name}-id", dict(args.inputs)]
+        state = dict(args.inputs)
+        if args.typ == "tls:index/privateKey:PrivateKey":
+            state.update(_ssh_key_pair(args.inputs.get("algorithm", "ECDSA"), args.inputs.get("ecdsaCurve")))
+        return [f"{args.name}-id", state]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
+
+
+def _ssh_key_pair(algorithm: str, curve: str | None) -> dict[str, str]:
+    """A real key pair from ssh-keygen, so emulated pods can log in to each other."""
+    keygen = shutil.which("ssh-keygen")
+    if keygen is None:
+        return {"privateKeyOpenssh": "<generated at deploy time>\n", "publicKeyOpenssh": "<generated at deploy time>\n"}
+    kind = ["-t", "ed25519"] if algorithm == "ED25519" else ["-t", "ecdsa", "-b", "521" if curve == "P521" else "384"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "key"
+        subprocess.run([keygen, "-q", *kind, "-N", "", "-C", "trainjobs", "-f", str(path)], check=True)
+        return {"privateKeyOpenssh": path.read_text(), "publicKeyOpenssh": path.with_suffix(".pub").read_text()}
 
 
 def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test",

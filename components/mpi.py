@@ -1,0 +1,365 @@
+"""MPI family: mpirun over SSH from a launcher pod, with no operator.
+
+Objects for job `N`: headless Service `N`, SSH Secret `N-mpi-ssh-auth` (a key pair generated once and
+kept in Pulumi state), hostfile ConfigMap `N-mpi-hostfile`, launcher Job `N-launcher-0` (1 pod) and,
+when there are hosts besides the launcher, node Job `N-node-0` whose pods run sshd.
+
+Lifecycle without an operator:
+- the launcher pod's init container waits, up to `launcher_wait_timeout_seconds`, until every host in
+  the hostfile resolves and accepts an SSH login with the job's key, and fails naming the hosts it
+  could not reach;
+- when the launcher's command ends, it tells every node pod its exit code over SSH; node pods then stop
+  sshd and exit with that code, so success completes every Job and failure fails them.
+"""
+
+import shlex
+from typing import Annotated, Any, Literal
+
+import pulumi
+from pydantic import BeforeValidator, Field
+
+from . import core
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs
+from .component import TrainJobComponent
+from .errors import IssueCollector
+
+LAUNCHER, NODE = "launcher", "node"
+HOSTFILE_DIR = "/etc/mpi"
+HOSTFILE = f"{HOSTFILE_DIR}/hostfile"
+CONTROL_DIR = "/var/run/trainjobs"
+DEFAULT_SSHD = ["/usr/sbin/sshd", "-De"]
+MODE_OWNER_ONLY, MODE_GROUP_READ, MODE_PUBLIC, MODE_READ_ONLY = 0o600, 0o640, 0o644, 0o444
+
+Implementation = Literal["OpenMPI", "IntelMPI", "MPICH"]
+
+
+class MpiRuntime(TrainingRuntime):
+    """A reusable MPI runtime: launcher and node templates plus the MPI policy."""
+
+    launcher: PodTemplate | None = Field(default_factory=PodTemplate)
+    node: PodTemplate | None = Field(default_factory=lambda: PodTemplate(command=DEFAULT_SSHD))
+    mpi_implementation: Implementation = "OpenMPI"
+    num_proc_per_node: int = Field(default=1, ge=1)
+    ssh_auth_mount_path: str = "/root/.ssh"
+    ssh_port: int = Field(default=22, ge=1, le=65535)
+    run_launcher_as_node: bool = False
+
+
+def _kubeflow_mpi_runtime(name: str, image: str) -> MpiRuntime:
+    """Kubeflow's built-in MPI runtimes: non-root user 1000, sshd on 2222, launcher as a node."""
+    pod = {"image": image, "security_context": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}}
+    return MpiRuntime(
+        name=name,
+        launcher=PodTemplate(**pod),
+        node=PodTemplate(**pod, command=["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]),
+        ssh_auth_mount_path="/home/mpiuser/.ssh",
+        ssh_port=2222,
+        run_launcher_as_node=True,
+    )
+
+
+MPI_DISTRIBUTED = MpiRuntime(name="mpi-distributed")
+DEEPSPEED_DISTRIBUTED = _kubeflow_mpi_runtime("deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0")
+MLX_DISTRIBUTED = _kubeflow_mpi_runtime("mlx-distributed", "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0")
+MPI_RUNTIMES = {r.name: r for r in (MPI_DISTRIBUTED, DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED)}
+
+
+def _builtin_runtime(value: Any) -> Any:
+    if isinstance(value, str):
+        if value not in MPI_RUNTIMES:
+            raise ValueError(f'unknown runtime "{value}"; built-in MPI runtimes: {", ".join(sorted(MPI_RUNTIMES))}')
+        return MPI_RUNTIMES[value]
+    return value
+
+
+class MpiTrainJobArgs(TrainJobArgs):
+    """Arguments of MpiTrainJob. `command`/`args` run on the launcher; the rest applies to every pod."""
+
+    num_proc_per_node: int | None = Field(default=None, ge=1)
+    mpi_implementation: Implementation | None = None
+    run_launcher_as_node: bool | None = None
+    ssh_auth_mount_path: str | None = None
+    ssh_key_algorithm: Literal["ECDSA-P521", "ED25519"] = "ECDSA-P521"
+    launcher_wait_timeout_seconds: int = Field(default=300, ge=1)
+    cluster_domain: str = "cluster.local"
+    runtime: Annotated[MpiRuntime, BeforeValidator(_builtin_runtime)] = MPI_DISTRIBUTED
+
+
+class DeepSpeedTrainJobArgs(MpiTrainJobArgs):
+    runtime: Annotated[MpiRuntime, BeforeValidator(_builtin_runtime)] = DEEPSPEED_DISTRIBUTED
+
+
+class MlxTrainJobArgs(MpiTrainJobArgs):
+    runtime: Annotated[MpiRuntime, BeforeValidator(_builtin_runtime)] = MLX_DISTRIBUTED
+
+
+def ssh_args(mount_path: str, port: int) -> str:
+    """ssh options for mpirun: retry connects, no host-key prompts (the key dir is read-only), the job's key."""
+    options = ["-o ConnectionAttempts=10", "-o StrictHostKeyChecking=no", "-o UserKnownHostsFile=/dev/null",
+               "-o LogLevel=ERROR", f"-i {mount_path}/id_rsa"]
+    if port != 22:
+        options.append(f"-p {port}")
+    return " ".join(options)
+
+
+def launcher_env(implementation: str, slots: int, ssh: str, as_root: bool) -> list[dict[str, str]]:
+    """The launcher's MPI env: hostfile, slots and ssh options, for OpenMPI 4 (ORTE) and 5 (PRRTE) at once."""
+    if implementation == "OpenMPI":
+        env = {
+            "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+            "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+            "OMPI_MCA_orte_set_default_slots": str(slots),
+            "OMPI_MCA_plm_rsh_args": ssh,
+            "PRTE_MCA_prte_default_hostfile": HOSTFILE,
+            "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+            "PRTE_MCA_prte_set_default_slots": str(slots),
+            "PRTE_MCA_plm_ssh_args": ssh,
+        }
+        if as_root:
+            env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    elif implementation == "IntelMPI":
+        env = {"I_MPI_HYDRA_HOST_FILE": HOSTFILE, "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": ssh,
+               "I_MPI_PERHOST": str(slots)}
+    else:
+        env = {"HYDRA_HOST_FILE": HOSTFILE, "HYDRA_LAUNCHER_EXTRA_ARGS": ssh}
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+RESERVED_ENV = {name: "the MPI policy (hostfile, slots, ssh options)" for name in (
+    "OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots",
+    "OMPI_MCA_plm_rsh_args", "PRTE_MCA_prte_default_hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames",
+    "PRTE_MCA_prte_set_default_slots", "PRTE_MCA_plm_ssh_args", "OMPI_ALLOW_RUN_AS_ROOT",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS",
+    "I_MPI_PERHOST", "HYDRA_HOST_FILE", "HYDRA_LAUNCHER_EXTRA_ARGS")}
+
+
+def hostfile(hosts: list[str], slots: int, implementation: str) -> str:
+    """One line per MPI host: OpenMPI `host slots=S`, Intel MPI and MPICH `host:S`."""
+    line = "{} slots={}" if implementation == "OpenMPI" else "{}:{}"
+    return "".join(line.format(host, slots) + "\n" for host in hosts)
+
+
+def _is_root(template: PodTemplate, mount_path: str) -> bool:
+    for context in (template.container_security_context, template.security_context):
+        if context and "runAsUser" in context:
+            return context["runAsUser"] == 0
+    return mount_path == "/root/.ssh" or mount_path.startswith("/root/")
+
+
+def ssh_volume(name: str, as_root: bool) -> dict[str, Any]:
+    """The key pair as `id_rsa`, `id_rsa.pub`, `authorized_keys`.
+
+    The private key is 0600 for root (OpenSSH rejects a key its owner's group can read) and 0640 for
+    non-root users, who read the root-owned file through the pod's fsGroup.
+    """
+    private_mode = MODE_OWNER_ONLY if as_root else MODE_GROUP_READ
+    return {"name": "mpi-ssh-auth", "secret": {
+        "secretName": f"{name}-mpi-ssh-auth", "defaultMode": 0o400,
+        "items": [{"key": "ssh-privatekey", "path": "id_rsa", "mode": private_mode},
+                  {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": MODE_PUBLIC},
+                  {"key": "ssh-publickey", "path": "authorized_keys", "mode": MODE_PUBLIC}]}}
+
+
+_WAIT_FOR_HOSTS = r"""
+deadline=$(( $(date +%s) + $1 )); shift; ssh_opts=$1; shift; self=$1; shift
+pending="$*"
+until [ -z "$pending" ]; do
+  left=""
+  for h in $pending; do
+    if [ "$h" = "$self" ]; then getent hosts "$h" >/dev/null || left="$left $h"; continue; fi
+    getent hosts "$h" >/dev/null && ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=3 "$h" true </dev/null >/dev/null 2>&1 || left="$left $h"
+  done
+  pending=$left
+  [ -z "$pending" ] && break
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "MPI hosts not reachable (no DNS name or no SSH login) before the deadline:$pending" >&2; exit 1
+  fi
+  sleep 1
+done
+echo "all MPI hosts reachable"
+""".strip()
+
+_LAUNCHER_EPILOGUE = r"""
+ssh_opts=$1; shift; workers=$1; shift
+"$@" & child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+rc=0; while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+for h in $workers; do
+  ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=10 "$h" "echo $rc > __CONTROL__/exit-code" </dev/null \
+    || echo "could not tell $h that the launcher finished" >&2
+done
+exit $rc
+""".strip().replace("__CONTROL__", CONTROL_DIR)
+
+_NODE_WRAPPER = r"""
+"$@" & sshd=$!
+while kill -0 "$sshd" 2>/dev/null; do
+  if [ -s __CONTROL__/exit-code ]; then kill "$sshd"; exit "$(cat __CONTROL__/exit-code)"; fi
+  sleep 1
+done
+echo "sshd exited before the launcher finished" >&2; exit 1
+""".strip().replace("__CONTROL__", CONTROL_DIR)
+
+
+def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob") -> core.TrainJobPlan:
+    """Every object of an MPI job, or TrainJobError listing every problem."""
+    runtime = args.runtime
+    issues = IssueCollector()
+    implementation = args.mpi_implementation or runtime.mpi_implementation
+    launcher_is_node = runtime.run_launcher_as_node if args.run_launcher_as_node is None else args.run_launcher_as_node
+    mount = args.ssh_auth_mount_path or runtime.ssh_auth_mount_path
+    node_pods = args.num_nodes - 1 if launcher_is_node else args.num_nodes
+
+    if args.num_nodes >= 2 and launcher_is_node and (runtime.launcher is None or runtime.node is None):
+        missing = " and ".join(r for r, t in ((LAUNCHER, runtime.launcher), (NODE, runtime.node)) if t is None)
+        issues.add("num_nodes", "must have 1 when MPI runtime with enabled run_launcher_as_node does not have "
+                                f"either launcher and node: runtime \"{runtime.name}\" has no {missing} template, "
+                                "and with the launcher as a node, more than one host needs both")
+
+    overrides = args.template_overrides()
+    launcher_overrides = overrides if launcher_is_node else overrides.model_copy(update={"resources": None})
+    launcher = core.overlay(runtime.launcher or PodTemplate(), launcher_overrides)
+    node_base = runtime.node or PodTemplate(command=DEFAULT_SSHD)
+    node = core.overlay(node_base, overrides.model_copy(update={"command": node_base.command or DEFAULT_SSHD,
+                                                               "args": node_base.args}))
+
+    hostnames = [core.pod_hostname(name, LAUNCHER, 0)]
+    if node_pods:
+        hostnames.append(core.pod_hostname(name, NODE, node_pods - 1))
+    core.check_job(issues, name, args, runtime, hostnames)
+    core.check_template(issues, launcher, LAUNCHER)
+    if node_pods:
+        core.check_template(issues, node, NODE)
+    if not launcher.command:
+        issues.add("command", "the launcher needs a command, e.g. [mpirun, python, train.py]")
+    for template in (launcher, node):
+        core.check_reserved_env(issues, template, RESERVED_ENV)
+    as_root = _is_root(launcher, mount)
+    if not as_root and not (launcher.security_context or {}).get("fsGroup"):
+        issues.add("security_context", f"a non-root MPI job needs security_context.fsGroup so its user can read the "
+                                       f"SSH key mounted at {mount}")
+    if implementation != "OpenMPI" and not args.namespace:
+        issues.add("namespace", f"{implementation} connects back to the launcher by its short hostname; set namespace "
+                                f"so pods get the DNS search domain {name}.<namespace>.svc.{args.cluster_domain}")
+    issues.raise_if_any(component, name)
+
+    slots = args.num_proc_per_node or runtime.num_proc_per_node
+    if args.num_proc_per_node is None and slots == 1:
+        gpus = core.gpu_count((node if node_pods else launcher).resources)
+        slots = gpus if gpus > 1 else 1
+
+    hosts = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
+    if launcher_is_node:
+        hosts.append(core.pod_dns_name(name, LAUNCHER, 0))
+    workers = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
+    ssh = ssh_args(mount, runtime.ssh_port)
+    dns_config = ({"searches": [f"{name}.{args.namespace}.svc.{args.cluster_domain}"]} if args.namespace else None)
+
+    key_volume = ssh_volume(name, as_root)
+    key_mount = {"name": "mpi-ssh-auth", "mountPath": mount, "readOnly": True}
+    hostfile_volume = {"name": "mpi-hostfile", "configMap": {
+        "name": f"{name}-mpi-hostfile", "items": [{"key": "hostfile", "path": "hostfile", "mode": MODE_READ_ONLY}]}}
+    hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
+
+    launcher_command = ["/bin/sh", "-c", _LAUNCHER_EPILOGUE, "mpi-launcher", ssh, " ".join(workers),
+                        *launcher.command, *(launcher.args or [])]
+    launcher_container = core.container(
+        launcher.model_copy(update={"command": launcher_command, "args": None}),
+        core.upsert_env(core.template_env(launcher), launcher_env(implementation, slots, ssh, as_root)),
+        ports=[], extra_mounts=[key_mount, hostfile_mount])
+    wait = {
+        "name": "wait-for-hosts", "image": launcher.image,
+        "command": ["/bin/sh", "-c", _WAIT_FOR_HOSTS, "wait-for-hosts", str(args.launcher_wait_timeout_seconds),
+                    ssh, core.pod_dns_name(name, LAUNCHER, 0), *hosts],
+        "volumeMounts": [key_mount, hostfile_mount],
+    }
+    if launcher.container_security_context:
+        wait["securityContext"] = launcher.container_security_context
+
+    manifests: list[dict[str, Any]] = [
+        core.headless_service(name, runtime, args),
+        {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
+            "metadata": core.metadata(f"{name}-mpi-ssh-auth", args.namespace,
+                                      core.object_labels(name, "mpi", runtime, args),
+                                      {**runtime.annotations, **args.annotations}),
+            "stringData": {"ssh-privatekey": core.GeneratedSSHKey(f"{name}-ssh-key", "private", args.ssh_key_algorithm),
+                           "ssh-publickey": core.GeneratedSSHKey(f"{name}-ssh-key", "public", args.ssh_key_algorithm)},
+        },
+        {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": core.metadata(f"{name}-mpi-hostfile", args.namespace,
+                                      core.object_labels(name, "mpi", runtime, args),
+                                      {**runtime.annotations, **args.annotations}),
+            "data": {"hostfile": hostfile(hosts, slots, implementation)},
+        },
+        core.indexed_job(name, LAUNCHER, 1, launcher, launcher_container, runtime, args,
+                         extra_volumes=[key_volume, hostfile_volume], init_containers=[wait], dns_config=dns_config),
+    ]
+    if node_pods:
+        control_volume = {"name": "mpi-control", "emptyDir": {}}
+        control_mount = {"name": "mpi-control", "mountPath": CONTROL_DIR}
+        node_command = ["/bin/sh", "-c", _NODE_WRAPPER, "mpi-node", *node.command, *(node.args or [])]
+        node_container = core.container(
+            node.model_copy(update={"command": node_command, "args": None}), core.template_env(node),
+            ports=[{"containerPort": runtime.ssh_port, "name": "ssh"}], extra_mounts=[key_mount, control_mount])
+        node_container["readinessProbe"] = {"tcpSocket": {"port": runtime.ssh_port}, "periodSeconds": 2}
+        manifests.append(core.indexed_job(name, NODE, node_pods, node, node_container, runtime, args,
+                                          extra_volumes=[key_volume, control_volume], dns_config=dns_config))
+    return core.TrainJobPlan(
+        name=name, namespace=args.namespace, manifests=tuple(manifests),
+        outputs={
+            "service_name": name,
+            "job_name": core.job_name(name, LAUNCHER),
+            "node_job_name": core.job_name(name, NODE) if node_pods else None,
+            "hosts": hosts,
+            "slots": slots,
+            "num_nodes": args.num_nodes,
+            "mpi_implementation": implementation,
+            "ssh_secret_name": f"{name}-mpi-ssh-auth",
+            "namespace": args.namespace,
+        },
+    )
+
+
+class MpiTrainJob(TrainJobComponent):
+    """mpirun over SSH on any cluster: launcher Job, sshd node Job, hostfile, SSH key pair."""
+
+    args_type = MpiTrainJobArgs
+    derive = staticmethod(derive_mpi)
+
+    service_name: pulumi.Output[str]
+    """Headless Service (and pod DNS subdomain)."""
+    job_name: pulumi.Output[str]
+    """The launcher Job `N-launcher-0`."""
+    node_job_name: pulumi.Output[str | None]
+    """The node Job `N-node-0`, or None when the launcher is the only host."""
+    hosts: pulumi.Output[list[str]]
+    """MPI hosts in hostfile order."""
+    slots: pulumi.Output[int]
+    """Slots (processes) per host."""
+    num_nodes: pulumi.Output[int]
+    """Number of MPI hosts."""
+    mpi_implementation: pulumi.Output[str]
+    """OpenMPI, IntelMPI or MPICH."""
+    ssh_secret_name: pulumi.Output[str]
+    """The Secret holding the generated key pair."""
+    namespace: pulumi.Output[str | None]
+    """Namespace given, or None for the provider's default."""
+
+    def __init__(self, name: str, args: MpiTrainJobArgs | dict, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(name, args, opts)
+
+
+class DeepSpeedTrainJob(MpiTrainJob):
+    """DeepSpeed over MPI; defaults to Kubeflow's `deepspeed-distributed` runtime (launcher as a node)."""
+
+    args_type = DeepSpeedTrainJobArgs
+    derive = staticmethod(lambda name, args: derive_mpi(name, args, "DeepSpeedTrainJob"))
+
+
+class MlxTrainJob(MpiTrainJob):
+    """MLX over MPI; defaults to Kubeflow's `mlx-distributed` runtime (launcher as a node)."""
+
+    args_type = MlxTrainJobArgs
+    derive = staticmethod(lambda name, args: derive_mpi(name, args, "MlxTrainJob"))

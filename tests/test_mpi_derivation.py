@@ -1,0 +1,230 @@
+"""MPI family: objects, counts, hostfiles, launcher env, SSH material and validation."""
+
+import pytest
+
+from components import (DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate, TrainJobError)
+from components.testing import run
+
+SSH = ("-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+       "-o LogLevel=ERROR -i /root/.ssh/id_rsa")
+BASE = {"image": "mpi:1", "command": ["mpirun", "python", "/app/hello.py"]}
+
+
+def mpi(args, cls=MpiTrainJob, name="pi"):
+    return run(lambda: cls(name, {**BASE, **args}))
+
+
+def hostfile(result, name="pi"):
+    return result.get("ConfigMap", f"{name}-mpi-hostfile").manifest["data"]["hostfile"]
+
+
+def pod_spec(result, job):
+    return result.get("Job", job).manifest["spec"]["template"]["spec"]
+
+
+def env(container):
+    return {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+@pytest.mark.parametrize("num_nodes, launcher_is_node, node_pods, hosts", [
+    (1, False, 1, ["pi-node-0-0.pi"]),
+    (3, False, 3, ["pi-node-0-0.pi", "pi-node-0-1.pi", "pi-node-0-2.pi"]),
+    (1, True, 0, ["pi-launcher-0-0.pi"]),
+    (2, True, 1, ["pi-node-0-0.pi", "pi-launcher-0-0.pi"]),
+    (4, True, 3, ["pi-node-0-0.pi", "pi-node-0-1.pi", "pi-node-0-2.pi", "pi-launcher-0-0.pi"]),
+])
+def test_host_counts_and_order(num_nodes, launcher_is_node, node_pods, hosts):
+    result = mpi({"num_nodes": num_nodes, "run_launcher_as_node": launcher_is_node})
+    assert hostfile(result) == "".join(f"{h} slots=1\n" for h in hosts)
+    jobs = {r.name: r.manifest["spec"] for r in result.find(kind="Job")}
+    assert jobs["pi-launcher-0"]["completions"] == jobs["pi-launcher-0"]["parallelism"] == 1
+    if node_pods:
+        assert jobs["pi-node-0"]["completions"] == jobs["pi-node-0"]["parallelism"] == node_pods
+    else:
+        assert "pi-node-0" not in jobs
+    assert sorted(r.kind + "/" + r.name for r in result.kubernetes()) == sorted([
+        "Service/pi", "Secret/pi-mpi-ssh-auth", "ConfigMap/pi-mpi-hostfile", "Job/pi-launcher-0"] + (
+        ["Job/pi-node-0"] if node_pods else []))
+
+
+@pytest.mark.parametrize("implementation, line", [
+    ("OpenMPI", "pi-node-0-0.pi slots=4\n"), ("IntelMPI", "pi-node-0-0.pi:4\n"), ("MPICH", "pi-node-0-0.pi:4\n")])
+def test_hostfile_format_per_implementation(implementation, line):
+    result = mpi({"mpi_implementation": implementation, "num_proc_per_node": 4, "namespace": "hpc"})
+    assert hostfile(result) == line
+
+
+def test_slots_default_to_gpu_count_when_one():
+    result = mpi({"num_nodes": 2, "resources_per_node": {"limits": {"nvidia.com/gpu": 4}}})
+    assert hostfile(result) == "pi-node-0-0.pi slots=4\npi-node-0-1.pi slots=4\n"
+    result = mpi({"num_nodes": 2, "num_proc_per_node": 1, "resources_per_node": {"limits": {"nvidia.com/gpu": 4}}})
+    assert hostfile(result) == "pi-node-0-0.pi slots=1\npi-node-0-1.pi slots=1\n"
+
+
+def test_openmpi_launcher_env_has_orte_and_prrte_names():
+    result = mpi({"num_nodes": 2, "num_proc_per_node": 2, "env": {"OMP_NUM_THREADS": "1"}})
+    launcher = pod_spec(result, "pi-launcher-0")["containers"][0]
+    assert list(env(launcher).items()) == [
+        ("OMP_NUM_THREADS", "1"),
+        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_set_default_slots", "2"),
+        ("OMPI_MCA_plm_rsh_args", SSH),
+        ("PRTE_MCA_prte_default_hostfile", "/etc/mpi/hostfile"),
+        ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+        ("PRTE_MCA_prte_set_default_slots", "2"),
+        ("PRTE_MCA_plm_ssh_args", SSH),
+        ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    ]
+    worker = pod_spec(result, "pi-node-0")["containers"][0]
+    assert env(worker) == {"OMP_NUM_THREADS": "1"}   # no MPI env on workers
+
+
+def test_intel_and_mpich_launcher_env():
+    intel = pod_spec(mpi({"mpi_implementation": "IntelMPI", "num_proc_per_node": 3, "namespace": "hpc"}), "pi-launcher-0")
+    assert env(intel["containers"][0]) == {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+                                           "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": SSH, "I_MPI_PERHOST": "3"}
+    mpich = pod_spec(mpi({"mpi_implementation": "MPICH", "namespace": "hpc"}), "pi-launcher-0")
+    assert env(mpich["containers"][0]) == {"HYDRA_HOST_FILE": "/etc/mpi/hostfile", "HYDRA_LAUNCHER_EXTRA_ARGS": SSH}
+    assert mpich["dnsConfig"] == {"searches": ["pi.hpc.svc.cluster.local"]}
+
+
+def test_hydra_implementations_need_the_namespace():
+    with pytest.raises(TrainJobError, match="namespace: IntelMPI connects back to the launcher"):
+        mpi({"mpi_implementation": "IntelMPI"})
+
+
+def test_reserved_mpi_env_is_rejected():
+    with pytest.raises(TrainJobError) as info:
+        mpi({"env": {"OMPI_MCA_orte_default_hostfile": "/x", "PRTE_MCA_plm_ssh_args": "-v"}})
+    assert ("env: must not have reserved envs, invalid envs configured: "
+            "[OMPI_MCA_orte_default_hostfile, PRTE_MCA_plm_ssh_args]") in str(info.value)
+
+
+@pytest.mark.parametrize("missing", ["launcher", "node"])
+def test_launcher_as_node_needs_both_templates_for_more_than_one_host(missing):
+    runtime = MpiRuntime(name="partial", run_launcher_as_node=True, **{missing: None})
+    with pytest.raises(TrainJobError) as info:
+        mpi({"num_nodes": 2, "runtime": runtime})
+    message = str(info.value)
+    assert ("num_nodes: must have 1 when MPI runtime with enabled run_launcher_as_node does not have either "
+            "launcher and node") in message
+    assert f'runtime "partial" has no {missing} template' in message
+    if missing == "node":   # one host: the launcher alone is enough
+        assert mpi({"num_nodes": 1, "runtime": runtime}).find(kind="Job", name="pi-node-0") == []
+
+
+def test_ssh_secret_and_key_pair():
+    result = mpi({"num_nodes": 2})
+    secret = result.get("Secret", "pi-mpi-ssh-auth")
+    key = result.get(type="tls:index/privateKey:PrivateKey")
+    assert key.name == "pi-ssh-key"
+    assert key.inputs == {"algorithm": "ECDSA", "ecdsaCurve": "P521"}
+    assert result.parent_chain(key)[0].type == "trainjobs:index:MpiTrainJob"
+    manifest = secret.manifest
+    assert (manifest["type"], manifest["immutable"]) == ("kubernetes.io/ssh-auth", True)
+    assert manifest["stringData"]["ssh-privatekey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert manifest["stringData"]["ssh-publickey"].startswith("ecdsa-sha2-nistp521 ")
+    assert secret.redacted_manifest["stringData"] == {"ssh-privatekey": "[secret]", "ssh-publickey": "[secret]"}
+
+
+def test_ed25519_option():
+    key = mpi({"ssh_key_algorithm": "ED25519"}).get(type="tls:index/privateKey:PrivateKey")
+    assert key.inputs == {"algorithm": "ED25519"}
+
+
+def ssh_items(spec):
+    volume = next(v for v in spec["volumes"] if v["name"] == "mpi-ssh-auth")["secret"]
+    return {i["path"]: (i["key"], i["mode"]) for i in volume["items"]}
+
+
+def test_key_modes_for_root_and_non_root():
+    root = pod_spec(mpi({"num_nodes": 2}), "pi-node-0")
+    assert ssh_items(root) == {"id_rsa": ("ssh-privatekey", 0o600), "id_rsa.pub": ("ssh-publickey", 0o644),
+                               "authorized_keys": ("ssh-publickey", 0o644)}
+    user = pod_spec(mpi({"num_nodes": 2, "ssh_auth_mount_path": "/home/mpiuser/.ssh",
+                         "security_context": {"runAsUser": 1000, "fsGroup": 1000}}), "pi-node-0")
+    assert ssh_items(user)["id_rsa"] == ("ssh-privatekey", 0o640)
+    mount = next(m for m in user["containers"][0]["volumeMounts"] if m["name"] == "mpi-ssh-auth")
+    assert mount == {"name": "mpi-ssh-auth", "mountPath": "/home/mpiuser/.ssh", "readOnly": True}
+
+
+def test_non_root_without_fs_group_is_rejected():
+    with pytest.raises(TrainJobError, match="security_context: a non-root MPI job needs security_context.fsGroup"):
+        mpi({"ssh_auth_mount_path": "/home/u/.ssh", "security_context": {"runAsUser": 1000}})
+
+
+def test_job_image_goes_to_launcher_and_workers_workers_keep_sshd():
+    result = mpi({"num_nodes": 2, "image": "my/train:2"})
+    launcher = pod_spec(result, "pi-launcher-0")
+    worker = pod_spec(result, "pi-node-0")
+    assert launcher["containers"][0]["image"] == worker["containers"][0]["image"] == "my/train:2"
+    assert launcher["initContainers"][0]["image"] == "my/train:2"
+    assert launcher["containers"][0]["command"][-3:] == ["mpirun", "python", "/app/hello.py"]
+    assert worker["containers"][0]["command"][-2:] == ["/usr/sbin/sshd", "-De"]
+    assert worker["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": 22}, "periodSeconds": 2}
+
+
+def test_hostfile_mounted_on_launcher_only():
+    result = mpi({"num_nodes": 2})
+    launcher, worker = pod_spec(result, "pi-launcher-0"), pod_spec(result, "pi-node-0")
+    assert {"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": True} in launcher["containers"][0]["volumeMounts"]
+    assert not any(v["name"] == "mpi-hostfile" for v in worker["volumes"])
+
+
+def test_launcher_waits_for_every_host_with_a_deadline():
+    result = mpi({"num_nodes": 3, "run_launcher_as_node": True, "launcher_wait_timeout_seconds": 45})
+    wait = pod_spec(result, "pi-launcher-0")["initContainers"][0]
+    assert wait["name"] == "wait-for-hosts"
+    assert wait["command"][3:] == ["wait-for-hosts", "45", SSH, "pi-launcher-0-0.pi",
+                                   "pi-node-0-0.pi", "pi-node-0-1.pi", "pi-launcher-0-0.pi"]
+
+
+def test_launcher_tells_workers_its_exit_code():
+    launcher = pod_spec(mpi({"num_nodes": 2}), "pi-launcher-0")["containers"][0]
+    assert launcher["command"][:2] == ["/bin/sh", "-c"]
+    assert launcher["command"][3:6] == ["mpi-launcher", SSH, "pi-node-0-0.pi pi-node-0-1.pi"]
+    assert 'echo $rc > /var/run/trainjobs/exit-code' in launcher["command"][2]
+
+
+def test_resources_go_to_every_mpi_host_not_to_a_pure_launcher():
+    result = mpi({"num_nodes": 2, "resources_per_node": {"limits": {"nvidia.com/gpu": 2}}})
+    assert "resources" not in pod_spec(result, "pi-launcher-0")["containers"][0]
+    assert pod_spec(result, "pi-node-0")["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    result = mpi({"num_nodes": 2, "run_launcher_as_node": True, "resources_per_node": {"limits": {"nvidia.com/gpu": 2}}})
+    assert pod_spec(result, "pi-launcher-0")["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+
+
+@pytest.mark.parametrize("cls, runtime", [(DeepSpeedTrainJob, "deepspeed-distributed"), (MlxTrainJob, "mlx-distributed")])
+def test_deepspeed_and_mlx_use_kubeflow_runtimes(cls, runtime):
+    result = run(lambda: cls("ds", {"command": ["mpirun", "python", "train.py"], "num_nodes": 2}))
+    component = result.get(type=f"trainjobs:index:{cls.__name__}")
+    assert component.name == "ds"
+    assert hostfile(result, "ds") == "ds-node-0-0.ds slots=1\nds-launcher-0-0.ds slots=1\n"
+    worker = pod_spec(result, "ds-node-0")
+    assert worker["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+    assert worker["containers"][0]["command"][-4:] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
+    assert ssh_items(worker)["id_rsa"] == ("ssh-privatekey", 0o640)
+    launcher_env = env(pod_spec(result, "ds-launcher-0")["containers"][0])
+    assert launcher_env["OMPI_MCA_plm_rsh_args"].endswith("-i /home/mpiuser/.ssh/id_rsa -p 2222")
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in launcher_env
+    assert result.get("Job", "ds-launcher-0").manifest["metadata"]["labels"]["app.kubernetes.io/name"] == runtime
+
+
+def test_launcher_needs_a_command():
+    with pytest.raises(TrainJobError, match="command: the launcher needs a command"):
+        run(lambda: MpiTrainJob("pi", {"image": "mpi:1"}))
+
+
+def test_outputs():
+    import pulumi
+
+    def program():
+        job = MpiTrainJob("pi", {**BASE, "num_nodes": 2, "num_proc_per_node": 2})
+        for key in ("job_name", "node_job_name", "hosts", "slots", "ssh_secret_name", "mpi_implementation"):
+            pulumi.export(key, getattr(job, key))
+
+    assert run(program).outputs == {
+        "job_name": "pi-launcher-0", "node_job_name": "pi-node-0", "hosts": ["pi-node-0-0.pi", "pi-node-0-1.pi"],
+        "slots": 2, "ssh_secret_name": "pi-mpi-ssh-auth", "mpi_implementation": "OpenMPI"}
