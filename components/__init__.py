@@ -1,13 +1,15 @@
 """trainjobs: typed Pulumi components for distributed training on any Kubernetes cluster."""
 
-from .args import EnvVar, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from .args import EnvVar, ExtraRole, Initializer, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
 from .errors import Issue, TrainJobError
+from .jax import JAX_DISTRIBUTED, JaxRuntime, JaxTrainJob, JaxTrainJobArgs
 from .mpi import (DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED, MPI_DISTRIBUTED, DeepSpeedTrainJob, DeepSpeedTrainJobArgs,
                   MlxTrainJob, MlxTrainJobArgs, MpiRuntime, MpiTrainJob, MpiTrainJobArgs)
 from .torch import TORCH_DISTRIBUTED, TorchRuntime, TorchTrainJob, TorchTrainJobArgs
 
 __all__ = [
-    "DEEPSPEED_DISTRIBUTED", "DeepSpeedTrainJob", "DeepSpeedTrainJobArgs", "EnvVar", "Issue", "MLX_DISTRIBUTED",
+    "DEEPSPEED_DISTRIBUTED", "DeepSpeedTrainJob", "DeepSpeedTrainJobArgs", "EnvVar", "ExtraRole", "Initializer",
+    "Issue", "JAX_DISTRIBUTED", "JaxRuntime", "JaxTrainJob", "JaxTrainJobArgs", "MLX_DISTRIBUTED",
     "MPI_DISTRIBUTED", "MlxTrainJob", "MlxTrainJobArgs", "MpiRuntime", "MpiTrainJob", "MpiTrainJobArgs",
     "PodTemplate", "Resources", "TORCH_DISTRIBUTED", "TorchRuntime", "TorchTrainJob", "TorchTrainJobArgs",
     "TrainJobArgs", "TrainJobError", "TrainingRuntime",

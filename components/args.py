@@ -95,20 +95,45 @@ class _PodFields(Model):
     shm_size: Quantity | None = None
     pod_labels: dict[str, str] | None = None
     pod_annotations: dict[str, str] | None = None
+    ports: list[dict[str, Any]] | None = None
+    init_containers: list[dict[str, Any]] | None = None
+    sidecars: list[dict[str, Any]] | None = None
 
 
 class PodTemplate(_PodFields):
-    """A role's pods as a runtime defines them (container `node` plus pod settings)."""
+    """A role's pods as a runtime defines them (the main container plus pod settings)."""
 
     resources: Resources | None = None
 
 
+def _storage_uri(value: Any) -> Any:
+    if isinstance(value, str) and "://" not in value:
+        raise ValueError(f'"{value}" is not a URI: use scheme://..., e.g. hf://org/name or s3://bucket/path')
+    return value
+
+
+class Initializer(PodTemplate):
+    """A dataset or model initializer: downloads into the shared /workspace before training starts."""
+
+    storage_uri: Annotated[str | None, BeforeValidator(_storage_uri)] = None
+    secret_name: str | None = None
+
+
+class ExtraRole(PodTemplate):
+    """Pods beside the training pods (TensorBoard, an evaluator, a data server): no training env,
+    no training port, no SSH, not counted in any world size."""
+
+    num_pods: int = Field(default=1, ge=1)
+
+
 class TrainingRuntime(Model):
-    """What every runtime has: a name and metadata stamped on every object of its jobs."""
+    """What every runtime has: a name, metadata stamped on every object, optional initializers."""
 
     name: str = Field(min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    dataset_initializer: Initializer | None = None
+    model_initializer: Initializer | None = None
 
 
 class TrainJobArgs(_PodFields):
@@ -124,6 +149,14 @@ class TrainJobArgs(_PodFields):
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     wait_for_completion: bool = False
     wait_timeout_seconds: int | None = Field(default=None, ge=1)
+    dataset_initializer: Initializer | None = None
+    model_initializer: Initializer | None = None
+    workspace_volume: dict[str, Any] | None = None
+    workspace_size: Quantity = "20Gi"
+    workspace_access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] = "ReadWriteOnce"
+    workspace_storage_class: str | None = None
+    initializer_timeout_seconds: int = Field(default=3600, ge=1)
+    extra_roles: dict[str, ExtraRole] = Field(default_factory=dict)
 
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""

@@ -17,6 +17,7 @@ _RESOURCE_CLASSES: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] =
     ("v1", "Service"): k8s.core.v1.Service,
     ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
     ("v1", "Secret"): k8s.core.v1.Secret,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
 }
 
@@ -49,15 +50,18 @@ class TrainJobComponent(pulumi.ComponentResource):
         self.resources: dict[str, pulumi.CustomResource] = {}
         self._keys: dict[str, tls.PrivateKey] = {}
         prerequisites: list[pulumi.Resource] = []
+        by_name: dict[str, pulumi.CustomResource] = {}
         for manifest in plan.manifests:
             manifest = self._resolve_generated(manifest, caller_depends)
-            kind = manifest["kind"]
+            kind, object_name = manifest["kind"], manifest["metadata"]["name"]
+            ordered_after = [by_name[before] for after, before in plan.ordering if after == object_name]
             child_opts = pulumi.ResourceOptions(
                 parent=self,
-                depends_on=caller_depends + (prerequisites if kind == "Job" else []),
+                depends_on=caller_depends + (prerequisites if kind == "Job" else []) + ordered_after,
             )
             resource = self._register(manifest, child_opts)
-            self.resources[f"{kind}/{manifest['metadata']['name']}"] = resource
+            self.resources[f"{kind}/{object_name}"] = resource
+            by_name[object_name] = resource
             if kind != "Job":
                 prerequisites.append(resource)
 

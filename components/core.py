@@ -5,6 +5,8 @@ ports of its pods and calls these builders, which own the naming, labels, pod de
 checks every job needs.
 """
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,9 @@ class TrainJobPlan:
     namespace: str | None
     manifests: tuple[dict[str, Any], ...]
     outputs: dict[str, Any] = field(default_factory=dict)
+    # (dependent, prerequisite) object names: under `pulumi up` the dependent is created only
+    # after the prerequisite is ready (for a Job without skipAwait: complete).
+    ordering: tuple[tuple[str, str], ...] = ()
 
 
 def job_name(train_job: str, role: str) -> str:
@@ -65,21 +70,23 @@ def pod_dns_name(train_job: str, role: str, index: int) -> str:
 # --- templates -------------------------------------------------------------------------------
 
 def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:
-    """`top` over `base`: scalars and lists replace, maps merge by key, env and volumes upsert.
+    """`top` over `base` (same model type): scalars and lists replace, maps merge by key, env and
+    volumes upsert.
 
-    Env upserts by name (a job's value replaces the runtime's in place), volumes by name,
-    volume mounts by mount path, resources per key of requests and limits.
+    Env upserts by name (a job's value replaces the runtime's in place), volumes, init containers
+    and sidecars by name, volume mounts by mount path, resources per key of requests and limits.
     """
     merged: dict[str, Any] = {}
-    for name in PodTemplate.model_fields:
-        low, high = getattr(base, name), getattr(top, name)
+    model = type(base)
+    for name in model.model_fields:
+        low, high = getattr(base, name), getattr(top, name, None)
         if high is None:
             merged[name] = low
         elif low is None:
             merged[name] = high
         elif name == "env":
             merged[name] = tuple(_upsert(list(low), list(high), key=lambda e: e.name))
-        elif name == "volumes":
+        elif name in ("volumes", "init_containers", "sidecars"):
             merged[name] = _upsert(low, high, key=lambda v: v.get("name"))
         elif name == "volume_mounts":
             merged[name] = _upsert(low, high, key=lambda m: m.get("mountPath"))
@@ -90,7 +97,7 @@ def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:
             merged[name] = {**low, **high}
         else:
             merged[name] = high
-    return PodTemplate(**merged)
+    return model(**merged)
 
 
 def _upsert(items: list, additions: list, key) -> list:
@@ -260,6 +267,7 @@ def container(template: PodTemplate, env: list[dict[str, Any]], ports: list[dict
         spec["env"] = env
     if template.env_from:
         spec["envFrom"] = list(template.env_from)
+    ports = _upsert(list(template.ports or []), list(ports), key=lambda p: p.get("containerPort"))
     if ports:
         spec["ports"] = ports
     resources = normalized_resources(template.resources)
@@ -308,8 +316,12 @@ def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_con
         volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
                                                          "sizeLimit": template.shm_size or DEFAULT_SHM_SIZE}})
     pod: dict[str, Any] = {"subdomain": name, "restartPolicy": "Never", "containers": [main_container]}
-    if init_containers:
-        pod["initContainers"] = list(init_containers)
+    # Sidecars are native sidecars (init containers that keep running): they end with the main
+    # container, so a Job still completes.
+    init = [*init_containers, *(template.init_containers or []),
+            *({**sidecar, "restartPolicy": "Always"} for sidecar in template.sidecars or [])]
+    if init:
+        pod["initContainers"] = init
     if dns_config:
         pod["dnsConfig"] = dns_config
     if volumes:
@@ -357,3 +369,193 @@ def metadata_without_name(labels: dict, annotations: dict) -> dict[str, Any]:
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
+
+
+# --- initializers and extra roles ---------------------------------------------------------------
+
+WORKSPACE = "/workspace"
+WORKSPACE_VOLUME = "initializer"
+MARKER_DIR = f"{WORKSPACE}/.trainjobs"
+INITIALIZER_ROLES = ("dataset-initializer", "model-initializer")
+FAMILY_ROLES = ("node", "launcher", "network", "mpi", *INITIALIZER_ROLES)
+# Kubeflow Trainer's initializer images, used when neither the runtime nor the job gives one.
+INITIALIZER_IMAGES = {"dataset-initializer": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0",
+                      "model-initializer": "ghcr.io/kubeflow/trainer/model-initializer:v2.3.0"}
+
+_WAIT_FOR_MARKERS = r"""
+deadline=$(( $(date +%s) + $1 )); shift
+for marker in "$@"; do
+  until [ -f "$marker" ]; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "initializer did not finish before the deadline: $marker is missing" >&2; exit 1
+    fi
+    sleep 2
+  done
+done
+echo "initializers finished"
+""".strip()
+
+
+@dataclass(frozen=True)
+class InitializerSetup:
+    """What initializers add to a job: their objects, and what training pods need to wait for them."""
+
+    manifests: tuple[dict[str, Any], ...] = ()
+    job_names: tuple[str, ...] = ()
+    volume: dict[str, Any] | None = None
+    mount: dict[str, Any] | None = None
+    markers: tuple[str, ...] = ()
+    timeout_seconds: int = 0
+
+    def wait_container(self, template: PodTemplate) -> list[dict[str, Any]]:
+        """Init container for training pods: waits (bounded) for every initializer's completion marker.
+
+        The markers make the order hold when the rendered YAML is applied all at once (GitOps);
+        under `pulumi up` the training Jobs are also created only after the initializers complete.
+        """
+        if not self.markers:
+            return []
+        wait: dict[str, Any] = {"name": "wait-for-initializers", "image": template.image,
+                                "command": ["/bin/sh", "-c", _WAIT_FOR_MARKERS, "wait-for-initializers",
+                                            str(self.timeout_seconds), *self.markers],
+                                "volumeMounts": [self.mount]}
+        if template.container_security_context:
+            wait["securityContext"] = template.container_security_context
+        return [wait]
+
+
+def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector) -> InitializerSetup:
+    """Dataset and model initializer Jobs, the shared workspace volume, and their completion markers.
+
+    Each initializer's own command runs in an init container named after its role (the image's
+    entrypoint is kept when no command is given); the Job's main container then writes a marker
+    file named after a hash of the initializer's spec, so a changed initializer is waited for again
+    and an unchanged one is not re-awaited.
+    """
+    configured = {}
+    for role, field_name in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")):
+        base, top = getattr(runtime, field_name), getattr(args, field_name)
+        if base is None and top is None:
+            continue
+        spec = overlay(base, top) if base is not None and top is not None else (top or base)
+        if spec.image is None:
+            spec = spec.model_copy(update={"image": INITIALIZER_IMAGES[role]})
+        if spec.storage_uri is None and spec.command is None:
+            issues.add(f"{field_name}.storage_uri", "set the URI to download from (e.g. hf://org/name), "
+                                                    "or a command for a custom initializer")
+        configured[role] = spec
+    if not configured:
+        return InitializerSetup()
+
+    manifests: list[dict[str, Any]] = []
+    if args.workspace_volume is not None:
+        volume = {"name": WORKSPACE_VOLUME, **args.workspace_volume}
+    else:
+        claim = f"{name}-initializer"
+        pvc_spec: dict[str, Any] = {"accessModes": [args.workspace_access_mode],
+                                    "resources": {"requests": {"storage": args.workspace_size}}}
+        if args.workspace_storage_class:
+            pvc_spec["storageClassName"] = args.workspace_storage_class
+        manifests.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                          "metadata": metadata(claim, args.namespace, object_labels(name, "workspace", runtime, args),
+                                               {**runtime.annotations, **args.annotations}),
+                          "spec": pvc_spec})
+        volume = {"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+    mount = {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE}
+
+    markers, job_names = [], []
+    lifecycle = args.model_copy(update={"wait_for_completion": True,
+                                        "wait_timeout_seconds": args.initializer_timeout_seconds})
+    for role, spec in configured.items():
+        digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True).encode())
+        marker = f"{MARKER_DIR}/{role}-{digest.hexdigest()[:12]}.done"
+        env = template_env(spec)
+        if spec.storage_uri is not None:
+            env = upsert_env(env, [{"name": "STORAGE_URI", "value": spec.storage_uri}])
+        work = container(spec.model_copy(update={"shm_size": "0"}), env, ports=[], extra_mounts=[mount], name=role)
+        if spec.secret_name:
+            work["envFrom"] = [*work.get("envFrom", []), {"secretRef": {"name": spec.secret_name}}]
+        done = {"name": "complete", "image": spec.image,
+                "command": ["/bin/sh", "-c", f'mkdir -p {MARKER_DIR} && touch "$1"', "complete", marker],
+                "volumeMounts": [mount]}
+        if spec.container_security_context:
+            done["securityContext"] = spec.container_security_context
+        job = indexed_job(name, role, 1, spec.model_copy(update={"shm_size": "0"}), done, runtime, lifecycle,
+                          extra_volumes=[volume], init_containers=[work])
+        manifests.append(job)
+        markers.append(marker)
+        job_names.append(job["metadata"]["name"])
+    return InitializerSetup(tuple(manifests), tuple(job_names), volume, mount, tuple(markers),
+                            args.initializer_timeout_seconds)
+
+
+def check_extra_roles(issues: IssueCollector, name: str, args: TrainJobArgs) -> list[str]:
+    """Role names are DNS labels that no training role uses; returns their longest hostnames."""
+    hostnames = []
+    for role, spec in args.extra_roles.items():
+        if role in FAMILY_ROLES:
+            issues.add(f"extra_roles.{role}", f'"{role}" is a role the job itself uses; choose another name')
+        elif rfc1123_label_problem(role):
+            issues.add(f"extra_roles.{role}", "role names must be DNS labels (lowercase letters, digits, '-')")
+        if not spec.image:
+            issues.add(f"extra_roles.{role}.image", "an extra role needs an image")
+        hostnames.append(pod_hostname(name, role, spec.num_pods - 1))
+    return hostnames
+
+
+def extra_role_jobs(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> list[dict[str, Any]]:
+    """One Indexed Job per extra role, in the job's DNS subdomain, with only the role's own env."""
+    jobs = []
+    lifecycle = args.model_copy(update={"wait_for_completion": False})
+    for role, spec in sorted(args.extra_roles.items()):
+        template = overlay(PodTemplate(shm_size="0"), PodTemplate(**{k: getattr(spec, k) for k in PodTemplate.model_fields}))
+        main = container(template, template_env(template), ports=[], extra_mounts=[], name=role)
+        jobs.append(indexed_job(name, role, spec.num_pods, template, main, runtime, lifecycle))
+    return jobs
+
+
+@dataclass(frozen=True)
+class TrainingRole:
+    """One Indexed Job of training pods, as a family built it: template, main container, extras."""
+
+    role: str
+    pods: int
+    template: PodTemplate
+    container: dict[str, Any]
+    extra_volumes: tuple[dict[str, Any], ...] = ()
+    init_containers: tuple[dict[str, Any], ...] = ()
+    dns_config: dict[str, Any] | None = None
+
+
+def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector,
+         roles: list[TrainingRole], objects: list[dict[str, Any]] = (), outputs: dict[str, Any] | None = None,
+         ) -> TrainJobPlan:
+    """A family's training roles plus what every job has: checks, Service, initializers, extra roles.
+
+    Raises TrainJobError with every problem (the family's and the common ones) before returning.
+    Training pods mount the initializers' workspace and wait for them; extra roles get nothing
+    from training.
+    """
+    hostnames = [pod_hostname(name, r.role, r.pods - 1) for r in roles if r.pods > 0]
+    hostnames += check_extra_roles(issues, name, args)
+    setup = initializers(name, args, runtime, issues)
+    check_job(issues, name, args, runtime, hostnames)
+    issues.raise_if_any(component, name)
+
+    jobs = []
+    for r in roles:
+        if r.pods == 0:
+            continue
+        main, volumes, waits = dict(r.container), list(r.extra_volumes), list(r.init_containers)
+        if setup.markers:
+            main["volumeMounts"] = _upsert(list(main.get("volumeMounts", [])), [setup.mount],
+                                           key=lambda m: m.get("mountPath"))
+            volumes.append(setup.volume)
+            waits = setup.wait_container(r.template) + waits
+        jobs.append(indexed_job(name, r.role, r.pods, r.template, main, runtime, args, extra_volumes=volumes,
+                                init_containers=waits, dns_config=r.dns_config))
+    ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
+    manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
+                 *extra_role_jobs(name, args, runtime))
+    return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests),
+                        outputs=dict(outputs or {}), ordering=ordering)

@@ -223,10 +223,6 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     node = core.overlay(node_base, overrides.model_copy(update={"command": node_base.command or DEFAULT_SSHD,
                                                                "args": node_base.args}))
 
-    hostnames = [core.pod_hostname(name, LAUNCHER, 0)]
-    if node_pods:
-        hostnames.append(core.pod_hostname(name, NODE, node_pods - 1))
-    core.check_job(issues, name, args, runtime, hostnames)
     core.check_template(issues, launcher, LAUNCHER)
     if node_pods:
         core.check_template(issues, node, NODE)
@@ -241,7 +237,6 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     if implementation != "OpenMPI" and not args.namespace:
         issues.add("namespace", f"{implementation} connects back to the launcher by its short hostname; set namespace "
                                 f"so pods get the DNS search domain {name}.<namespace>.svc.{args.cluster_domain}")
-    issues.raise_if_any(component, name)
 
     slots = args.num_proc_per_node or runtime.num_proc_per_node
     if args.num_proc_per_node is None and slots == 1:
@@ -262,7 +257,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
 
     launcher_command = ["/bin/sh", "-c", _LAUNCHER_EPILOGUE, "mpi-launcher", ssh, " ".join(workers),
-                        *launcher.command, *(launcher.args or [])]
+                        *(launcher.command or []), *(launcher.args or [])]
     launcher_container = core.container(
         launcher.model_copy(update={"command": launcher_command, "args": None}),
         core.upsert_env(core.template_env(launcher), launcher_env(implementation, slots, ssh, as_root)),
@@ -276,26 +271,21 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     if launcher.container_security_context:
         wait["securityContext"] = launcher.container_security_context
 
-    manifests: list[dict[str, Any]] = [
-        core.headless_service(name, runtime, args),
-        {
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
-            "metadata": core.metadata(f"{name}-mpi-ssh-auth", args.namespace,
-                                      core.object_labels(name, "mpi", runtime, args),
-                                      {**runtime.annotations, **args.annotations}),
-            "stringData": {"ssh-privatekey": core.GeneratedSSHKey(f"{name}-ssh-key", "private", args.ssh_key_algorithm),
-                           "ssh-publickey": core.GeneratedSSHKey(f"{name}-ssh-key", "public", args.ssh_key_algorithm)},
-        },
-        {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": core.metadata(f"{name}-mpi-hostfile", args.namespace,
-                                      core.object_labels(name, "mpi", runtime, args),
-                                      {**runtime.annotations, **args.annotations}),
-            "data": {"hostfile": hostfile(hosts, slots, implementation)},
-        },
-        core.indexed_job(name, LAUNCHER, 1, launcher, launcher_container, runtime, args,
-                         extra_volumes=[key_volume, hostfile_volume], init_containers=[wait], dns_config=dns_config),
-    ]
+    secret = {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
+        "metadata": core.metadata(f"{name}-mpi-ssh-auth", args.namespace, core.object_labels(name, "mpi", runtime, args),
+                                  {**runtime.annotations, **args.annotations}),
+        "stringData": {"ssh-privatekey": core.GeneratedSSHKey(f"{name}-ssh-key", "private", args.ssh_key_algorithm),
+                       "ssh-publickey": core.GeneratedSSHKey(f"{name}-ssh-key", "public", args.ssh_key_algorithm)},
+    }
+    config_map = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": core.metadata(f"{name}-mpi-hostfile", args.namespace, core.object_labels(name, "mpi", runtime, args),
+                                  {**runtime.annotations, **args.annotations}),
+        "data": {"hostfile": hostfile(hosts, slots, implementation)},
+    }
+    roles = [core.TrainingRole(LAUNCHER, 1, launcher, launcher_container, extra_volumes=(key_volume, hostfile_volume),
+                               init_containers=(wait,), dns_config=dns_config)]
     if node_pods:
         control_volume = {"name": "mpi-control", "emptyDir": {}}
         control_mount = {"name": "mpi-control", "mountPath": CONTROL_DIR}
@@ -304,10 +294,10 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
             node.model_copy(update={"command": node_command, "args": None}), core.template_env(node),
             ports=[{"containerPort": runtime.ssh_port, "name": "ssh"}], extra_mounts=[key_mount, control_mount])
         node_container["readinessProbe"] = {"tcpSocket": {"port": runtime.ssh_port}, "periodSeconds": 2}
-        manifests.append(core.indexed_job(name, NODE, node_pods, node, node_container, runtime, args,
-                                          extra_volumes=[key_volume, control_volume], dns_config=dns_config))
-    return core.TrainJobPlan(
-        name=name, namespace=args.namespace, manifests=tuple(manifests),
+        roles.append(core.TrainingRole(NODE, node_pods, node, node_container,
+                                       extra_volumes=(key_volume, control_volume), dns_config=dns_config))
+    return core.plan(
+        component, name, args, runtime, issues, roles, objects=[secret, config_map],
         outputs={
             "service_name": name,
             "job_name": core.job_name(name, LAUNCHER),

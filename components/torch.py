@@ -45,6 +45,8 @@ class TorchTrainJobArgs(TrainJobArgs):
 
     num_proc_per_node: int | Literal["auto"] = "auto"
     rendezvous: Literal["static", "c10d"] = "static"
+    torchrun: bool = True
+    env_injection: list[str] = Field(default_factory=list)
     runtime: Annotated[TorchRuntime, BeforeValidator(_builtin_runtime)] = TORCH_DISTRIBUTED
 
     @field_validator("num_proc_per_node", mode="before")
@@ -65,6 +67,10 @@ RESERVED_ENV = {
     "PET_RDZV_BACKEND": "rendezvous",
     "PET_RDZV_ENDPOINT": "rendezvous and the job name",
     "PET_RDZV_ID": "the job name",
+    "MASTER_ADDR": "the job name (pod 0 of the node Job)",
+    "MASTER_PORT": f"the trainer port {TRAINER_PORT}",
+    "WORLD_SIZE": "num_nodes (one process per pod)",
+    "RANK": "each pod's completion index",
 }
 
 
@@ -93,13 +99,22 @@ def master_addr(name: str) -> str:
 
 
 def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, Any]]:
+    """PET_* for torchrun; or, with `torchrun: false`, the plain env:// variables of one process per pod."""
+    rank = {"valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}}
+    if not args.torchrun:
+        return [
+            {"name": "MASTER_ADDR", "value": master_addr(name)},
+            {"name": "MASTER_PORT", "value": str(TRAINER_PORT)},
+            {"name": "WORLD_SIZE", "value": str(args.num_nodes)},
+            {"name": "RANK", **rank},
+        ]
     env: list[dict[str, Any]] = [
         {"name": "PET_NNODES", "value": str(args.num_nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
     ]
     if args.rendezvous == "static":
         env += [
-            {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
+            {"name": "PET_NODE_RANK", **rank},
             {"name": "PET_MASTER_ADDR", "value": master_addr(name)},
             {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
         ]
@@ -112,37 +127,50 @@ def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, 
     return env
 
 
-def derive_torch(name: str, args: TorchTrainJobArgs) -> core.TrainJobPlan:
-    """The Service and the node Job of a torch job, or TrainJobError listing every problem."""
+def inject_env(issues: IssueCollector, template: PodTemplate, targets: list[str],
+               env: list[dict[str, Any]]) -> PodTemplate:
+    """The training env added to the named sidecars and init containers of the training pods."""
+    found = {c.get("name") for c in (template.sidecars or []) + (template.init_containers or [])}
+    for target in targets:
+        if target not in found:
+            issues.add("env_injection", f'envInjection target podSet "{ROLE}" container "{target}" not found in '
+                                        f"the pod template; sidecars and init containers: {sorted(found) or 'none'}")
+
+    def inject(containers: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if containers is None:
+            return None
+        return [{**c, "env": core.upsert_env(list(c.get("env", [])), env)} if c.get("name") in targets else c
+                for c in containers]
+
+    return template.model_copy(update={"sidecars": inject(template.sidecars),
+                                       "init_containers": inject(template.init_containers)})
+
+
+def derive_torch(name: str, args: TorchTrainJobArgs, component: str = "TorchTrainJob") -> core.TrainJobPlan:
+    """The objects of a torch job, or TrainJobError listing every problem."""
     issues = IssueCollector()
     template = core.effective_template(args.runtime.node, args)
-    hostnames = [core.pod_hostname(name, ROLE, args.num_nodes - 1)]
-    core.check_job(issues, name, args, args.runtime, hostnames)
     core.check_template(issues, template, ROLE)
     core.check_reserved_env(issues, template, RESERVED_ENV)
-    issues.raise_if_any("TorchTrainJob", name)
+    if not args.torchrun and args.num_proc_per_node not in ("auto", 1):
+        issues.add("num_proc_per_node", "with torchrun: false each pod runs one process; use 1 (or \"auto\")")
 
-    nproc = resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
-    env = core.upsert_env(core.template_env(template), torch_env(name, args, nproc))
+    nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
+    derived = torch_env(name, args, nproc)
+    template = inject_env(issues, template, args.env_injection, derived)
+    env = core.upsert_env(core.template_env(template), derived)
     node = core.container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
-    manifests = (
-        core.headless_service(name, args.runtime, args),
-        core.indexed_job(name, ROLE, args.num_nodes, template, node, args.runtime, args),
-    )
-    return core.TrainJobPlan(
-        name=name,
-        namespace=args.namespace,
-        manifests=manifests,
-        outputs={
-            "service_name": name,
-            "job_name": core.job_name(name, ROLE),
-            "master_addr": master_addr(name),
-            "master_port": TRAINER_PORT,
-            "num_nodes": args.num_nodes,
-            "num_proc_per_node": nproc,
-            "namespace": args.namespace,
-        },
-    )
+    return core.plan(component, name, args, args.runtime, issues,
+                     [core.TrainingRole(ROLE, args.num_nodes, template, node)],
+                     outputs={
+                         "service_name": name,
+                         "job_name": core.job_name(name, ROLE),
+                         "master_addr": master_addr(name),
+                         "master_port": TRAINER_PORT,
+                         "num_nodes": args.num_nodes,
+                         "num_proc_per_node": nproc,
+                         "namespace": args.namespace,
+                     })
 
 
 class TorchTrainJob(TrainJobComponent):
