@@ -5,7 +5,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from components import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob
+from components import DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob
 from components.render import kubernetes_objects
 from components.testing import run, run_program
 from components.testing.checks import manifest_problems
@@ -43,6 +43,16 @@ JOBS = {
     "deepspeed": (DeepSpeedTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 4,
                                       "resources_per_node": {"limits": {"nvidia.com/gpu": 8}}}),
     "mlx": (MlxTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 2}),
+    "jax": (JaxTrainJob, {"num_nodes": 4}),
+    "roles-and-initializers": {
+        "num_nodes": 4, "torchrun": False,
+        "dataset_initializer": {"storage_uri": "hf://tatsu-lab/alpaca"},
+        "model_initializer": {"storage_uri": "hf://meta-llama/Llama-3.2-1B-Instruct", "secret_name": "hf"},
+        "workspace_storage_class": "fast", "workspace_access_mode": "ReadWriteMany",
+        "sidecars": [{"name": "metrics", "image": "m:1"}], "env_injection": ["metrics"],
+        "extra_roles": {"tensorboard": {"image": "tb:1", "ports": [{"containerPort": 6006}]},
+                        "extras": {"image": "svc:1", "num_pods": 4}},
+    },
 }
 
 
