@@ -7,7 +7,7 @@ pod 0 is the rendezvous master at `N-node-0-0.N:29500`.
 from typing import Annotated, Any, Literal
 
 import pulumi
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field
 
 from . import core
 from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs
@@ -40,21 +40,24 @@ def _builtin_runtime(value: Any) -> Any:
     return value
 
 
+def _positive_or_auto(value: Any) -> Any:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError('must be an int >= 1 or "auto"')
+
+
+NumProcPerNode = Annotated[int | Literal["auto"], BeforeValidator(_positive_or_auto)]
+"""Processes per pod: an int >= 1, or "auto" (resolved by `resolve_num_proc_per_node`)."""
+
+
 class TorchTrainJobArgs(TrainJobArgs):
     """Arguments of TorchTrainJob. Everything the runtime sets can be overridden here."""
 
-    num_proc_per_node: int | Literal["auto"] = "auto"
+    num_proc_per_node: NumProcPerNode = "auto"
     rendezvous: Literal["static", "c10d"] = "static"
     torchrun: bool = True
     env_injection: list[str] = Field(default_factory=list)
     runtime: Annotated[TorchRuntime, BeforeValidator(_builtin_runtime)] = TORCH_DISTRIBUTED
-
-    @field_validator("num_proc_per_node", mode="before")
-    @classmethod
-    def _positive_or_auto(cls, value: Any) -> Any:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            return value
-        raise ValueError('must be an int >= 1 or "auto"')
 
 
 # Derived variables, each with the argument that controls it (for the reserved-env error).
@@ -98,33 +101,35 @@ def master_addr(name: str) -> str:
     return core.pod_dns_name(name, ROLE, 0)
 
 
+def static_pet_env(name: str, num_nodes: int, nproc: str) -> list[dict[str, Any]]:
+    """The five PET_* variables of torchrun's static rendezvous, as Kubeflow Trainer injects them."""
+    return [
+        {"name": "PET_NNODES", "value": str(num_nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": nproc},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
+        {"name": "PET_MASTER_ADDR", "value": master_addr(name)},
+        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+    ]
+
+
 def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, Any]]:
     """PET_* for torchrun; or, with `torchrun: false`, the plain env:// variables of one process per pod."""
-    rank = {"valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}}
     if not args.torchrun:
         return [
             {"name": "MASTER_ADDR", "value": master_addr(name)},
             {"name": "MASTER_PORT", "value": str(TRAINER_PORT)},
             {"name": "WORLD_SIZE", "value": str(args.num_nodes)},
-            {"name": "RANK", **rank},
+            {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
         ]
-    env: list[dict[str, Any]] = [
+    if args.rendezvous == "static":
+        return static_pet_env(name, args.num_nodes, nproc)
+    return [
         {"name": "PET_NNODES", "value": str(args.num_nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
+        {"name": "PET_RDZV_BACKEND", "value": "c10d"},
+        {"name": "PET_RDZV_ENDPOINT", "value": f"{master_addr(name)}:{TRAINER_PORT}"},
+        {"name": "PET_RDZV_ID", "value": name},
     ]
-    if args.rendezvous == "static":
-        env += [
-            {"name": "PET_NODE_RANK", **rank},
-            {"name": "PET_MASTER_ADDR", "value": master_addr(name)},
-            {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
-        ]
-    else:
-        env += [
-            {"name": "PET_RDZV_BACKEND", "value": "c10d"},
-            {"name": "PET_RDZV_ENDPOINT", "value": f"{master_addr(name)}:{TRAINER_PORT}"},
-            {"name": "PET_RDZV_ID", "value": name},
-        ]
-    return env
 
 
 def inject_env(issues: IssueCollector, template: PodTemplate, targets: list[str],
