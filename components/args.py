@@ -164,6 +164,20 @@ class TrainJobArgs(_PodFields):
         return PodTemplate(**fields, resources=self.resources_per_node)
 
 
+def builtin_runtimes(family: str, *runtimes: TrainingRuntime) -> BeforeValidator:
+    """Lets a `runtime` argument name one of the family's built-in runtimes, as stack config does."""
+    by_name = {runtime.name: runtime for runtime in runtimes}
+
+    def lookup(value: Any) -> Any:
+        if isinstance(value, str):
+            if value not in by_name:
+                raise ValueError(f'unknown runtime "{value}"; built-in {family} runtimes: {", ".join(sorted(by_name))}')
+            return by_name[value]
+        return value
+
+    return BeforeValidator(lookup)
+
+
 def parse_args(component: str, name: str, model: type[BaseModel], value: Any) -> Any:
     """`value` (a model or a plain dict) as `model`, or a TrainJobError naming every bad field."""
     if isinstance(value, model):

@@ -6,10 +6,10 @@ One Indexed Job `N-node-0` of `num_nodes` pods, one JAX process per pod; pod 0 i
 from typing import Annotated, Any
 
 import pulumi
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from . import core
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
 from .component import TrainJobComponent
 from .errors import IssueCollector
 
@@ -24,21 +24,13 @@ class JaxRuntime(TrainingRuntime):
 
 
 JAX_DISTRIBUTED = JaxRuntime(name="jax-distributed", node=PodTemplate(image="nvcr.io/nvidia/jax:25.10-py3"))
-JAX_RUNTIMES = {JAX_DISTRIBUTED.name: JAX_DISTRIBUTED}
-
-
-def _builtin_runtime(value: Any) -> Any:
-    if isinstance(value, str):
-        if value not in JAX_RUNTIMES:
-            raise ValueError(f'unknown runtime "{value}"; built-in JAX runtimes: {", ".join(sorted(JAX_RUNTIMES))}')
-        return JAX_RUNTIMES[value]
-    return value
+BUILTIN_RUNTIMES = builtin_runtimes("JAX", JAX_DISTRIBUTED)
 
 
 class JaxTrainJobArgs(TrainJobArgs):
     """Arguments of JaxTrainJob."""
 
-    runtime: Annotated[JaxRuntime, BeforeValidator(_builtin_runtime)] = JAX_DISTRIBUTED
+    runtime: Annotated[JaxRuntime, BUILTIN_RUNTIMES] = JAX_DISTRIBUTED
 
 
 RESERVED_ENV = {

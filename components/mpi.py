@@ -16,10 +16,10 @@ import shlex
 from typing import Annotated, Any, Literal
 
 import pulumi
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from . import core
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
 from .component import TrainJobComponent
 from .errors import IssueCollector
 
@@ -61,15 +61,7 @@ def _kubeflow_mpi_runtime(name: str, image: str) -> MpiRuntime:
 MPI_DISTRIBUTED = MpiRuntime(name="mpi-distributed")
 DEEPSPEED_DISTRIBUTED = _kubeflow_mpi_runtime("deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0")
 MLX_DISTRIBUTED = _kubeflow_mpi_runtime("mlx-distributed", "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0")
-MPI_RUNTIMES = {r.name: r for r in (MPI_DISTRIBUTED, DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED)}
-
-
-def _builtin_runtime(value: Any) -> Any:
-    if isinstance(value, str):
-        if value not in MPI_RUNTIMES:
-            raise ValueError(f'unknown runtime "{value}"; built-in MPI runtimes: {", ".join(sorted(MPI_RUNTIMES))}')
-        return MPI_RUNTIMES[value]
-    return value
+BUILTIN_RUNTIMES = builtin_runtimes("MPI", MPI_DISTRIBUTED, DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED)
 
 
 class MpiTrainJobArgs(TrainJobArgs):
@@ -82,15 +74,15 @@ class MpiTrainJobArgs(TrainJobArgs):
     ssh_key_algorithm: Literal["ECDSA-P521", "ED25519"] = "ECDSA-P521"
     launcher_wait_timeout_seconds: int = Field(default=300, ge=1)
     cluster_domain: str = "cluster.local"
-    runtime: Annotated[MpiRuntime, BeforeValidator(_builtin_runtime)] = MPI_DISTRIBUTED
+    runtime: Annotated[MpiRuntime, BUILTIN_RUNTIMES] = MPI_DISTRIBUTED
 
 
 class DeepSpeedTrainJobArgs(MpiTrainJobArgs):
-    runtime: Annotated[MpiRuntime, BeforeValidator(_builtin_runtime)] = DEEPSPEED_DISTRIBUTED
+    runtime: Annotated[MpiRuntime, BUILTIN_RUNTIMES] = DEEPSPEED_DISTRIBUTED
 
 
 class MlxTrainJobArgs(MpiTrainJobArgs):
-    runtime: Annotated[MpiRuntime, BeforeValidator(_builtin_runtime)] = MLX_DISTRIBUTED
+    runtime: Annotated[MpiRuntime, BUILTIN_RUNTIMES] = MLX_DISTRIBUTED
 
 
 def ssh_args(mount_path: str, port: int) -> str:

@@ -10,7 +10,7 @@ import pulumi
 from pydantic import BeforeValidator, Field
 
 from . import core
-from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtimes
 from .component import TrainJobComponent
 from .errors import IssueCollector
 from .quantity import ceil_value, parse_quantity
@@ -29,15 +29,7 @@ TORCH_DISTRIBUTED = TorchRuntime(
     name="torch-distributed",
     node=PodTemplate(image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),
 )
-TORCH_RUNTIMES: dict[str, TorchRuntime] = {TORCH_DISTRIBUTED.name: TORCH_DISTRIBUTED}
-
-
-def _builtin_runtime(value: Any) -> Any:
-    if isinstance(value, str):
-        if value not in TORCH_RUNTIMES:
-            raise ValueError(f'unknown runtime "{value}"; built-in torch runtimes: {", ".join(sorted(TORCH_RUNTIMES))}')
-        return TORCH_RUNTIMES[value]
-    return value
+BUILTIN_RUNTIMES = builtin_runtimes("torch", TORCH_DISTRIBUTED)
 
 
 def _positive_or_auto(value: Any) -> Any:
@@ -57,7 +49,7 @@ class TorchTrainJobArgs(TrainJobArgs):
     rendezvous: Literal["static", "c10d"] = "static"
     torchrun: bool = True
     env_injection: list[str] = Field(default_factory=list)
-    runtime: Annotated[TorchRuntime, BeforeValidator(_builtin_runtime)] = TORCH_DISTRIBUTED
+    runtime: Annotated[TorchRuntime, BUILTIN_RUNTIMES] = TORCH_DISTRIBUTED
 
 
 # Derived variables, each with the argument that controls it (for the reserved-env error).

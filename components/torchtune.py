@@ -20,7 +20,7 @@ import pulumi
 from pydantic import BeforeValidator, Field
 
 from . import core
-from .args import Initializer, PodTemplate, Resources, TrainJobArgs
+from .args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtimes
 from .component import TrainJobComponent
 from .errors import IssueCollector
 from .torch import (ROLE, TRAINER_PORT, NumProcPerNode, TorchRuntime, inject_env, master_addr,
@@ -120,16 +120,11 @@ TORCHTUNE_LLAMA3_2_3B = _runtime("torchtune-llama3.2-3b", "hf://meta-llama/Llama
 TORCHTUNE_QWEN2_5_1_5B = _runtime("torchtune-qwen2.5-1.5b", "hf://Qwen/Qwen2.5-1.5B-Instruct",
                                   "qwen2_5/1.5B_full", ["tokenizer.path=/workspace/model/vocab.json",
                                                         "tokenizer.merges_file=/workspace/model/merges.txt"])
-TORCHTUNE_RUNTIMES: dict[str, TorchTuneRuntime] = {
-    r.name: r for r in (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B)}
+BUILTIN_RUNTIMES = builtin_runtimes("torchtune", TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B)
 
 
-def _builtin_runtime(value: Any) -> Any:
-    if isinstance(value, str):
-        if value not in TORCHTUNE_RUNTIMES:
-            raise ValueError(f'unknown runtime "{value}"; built-in torchtune runtimes: '
-                             f'{", ".join(sorted(TORCHTUNE_RUNTIMES))}')
-        return TORCHTUNE_RUNTIMES[value]
+def _as_torchtune_runtime(value: Any) -> Any:
+    """A plain TorchRuntime is accepted as a torchtune runtime with the model read from its name."""
     if isinstance(value, TorchRuntime) and not isinstance(value, TorchTuneRuntime):
         return TorchTuneRuntime(**{k: getattr(value, k) for k in type(value).model_fields})
     return value
@@ -142,7 +137,7 @@ class TorchTuneTrainJobArgs(TrainJobArgs):
     only be left unset or be `["tune", "run"]`.
     """
 
-    runtime: Annotated[TorchTuneRuntime, BeforeValidator(_builtin_runtime)]
+    runtime: Annotated[TorchTuneRuntime, BeforeValidator(_as_torchtune_runtime), BUILTIN_RUNTIMES]
     num_proc_per_node: NumProcPerNode = "auto"
     env_injection: list[str] = Field(default_factory=list)
 
