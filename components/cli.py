@@ -1,4 +1,4 @@
-"""`trainjobs`: render a Pulumi program's training jobs offline and explain what each pod sees."""
+"""`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally."""
 
 import argparse
 import sys
@@ -53,6 +53,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_local(args: argparse.Namespace) -> int:
+    from . import localrun  # imported here: only this command needs it
+
+    problems = localrun.host_problems()
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return localrun.EXIT_USAGE
+    result = _run(args)
+    objects = render.kubernetes_objects(result, redact=False)
+    try:
+        outcome = localrun.run_local(objects, jobs=args.job or None, timeout=args.timeout or None,
+                                     run_root=args.run_dir, max_grace=args.grace, echo_logs=not args.quiet)
+    except localrun.PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return localrun.EXIT_USAGE
+    return outcome.exit_code
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="trainjobs", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
@@ -71,6 +90,19 @@ def parser() -> argparse.ArgumentParser:
     p = program_command("explain", "print, per pod, its DNS names and the env it will really see")
     p.add_argument("--job", help="only this Job (e.g. myjob-node-0) or this training job's Jobs (myjob)")
     p.set_defaults(func=cmd_explain)
+    p = program_command("run-local", "run the program's Jobs on this machine, each pod in its own namespaces "
+                                     "(needs root)")
+    p.add_argument("--job", action="append", default=[], metavar="NAME",
+                   help="a Job (myjob-node-0) or a training job (myjob) to run; repeatable (default: every Job "
+                        "this machine can run)")
+    p.add_argument("--timeout", type=float, default=900, metavar="S",
+                   help="stop everything and fail after S seconds (default: 900; 0: no limit)")
+    p.add_argument("--grace", type=float, default=5, metavar="S",
+                   help="longest grace period between SIGTERM and SIGKILL when pods are stopped (default: 5)")
+    p.add_argument("--run-dir", metavar="DIR",
+                   help="where the run's directory (logs, summary.json) is made (default: the temp dir)")
+    p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
+    p.set_defaults(func=cmd_run_local)
     return top
 
 

@@ -90,6 +90,28 @@ class ObjectIndex:
         return result
 
 
+    def raw_data(self, kind: str, name: str) -> dict[str, bytes] | None:
+        """A ConfigMap's or Secret's values as the bytes a volume file holds (secrets revealed).
+
+        ConfigMap `data` and `binaryData` (base64), Secret `data` (base64) and `stringData`.
+        """
+        obj = self.get(kind, name)
+        if obj is None:
+            return None
+        result: dict[str, bytes] = {}
+        if kind == "ConfigMap":
+            result.update({k: v.encode() for k, v in (obj.get("data") or {}).items()})
+            result.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+        else:
+            result.update({k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()})
+            result.update({k: v.encode() for k, v in (obj.get("stringData") or {}).items()})
+        return result
+
+
+class MissingVolumeSource(LookupError):
+    """A volume refers to a ConfigMap, Secret or key the rendering does not contain."""
+
+
 def _b64decode(value: str) -> str:
     try:
         return base64.b64decode(value).decode()
@@ -214,6 +236,48 @@ def _value_from(ref: dict[str, Any], container: dict[str, Any], pod: dict[str, A
     return "<unresolved>", "valueFrom"
 
 
+def volume_items(source: dict[str, Any], keys: list[str]) -> list[tuple[str, str, int]]:
+    """(key, relative path, mode) of each file a ConfigMap or Secret volume projects.
+
+    `items` picks and renames keys; without it every key becomes a file of its own name.
+    Modes are the item's `mode`, else the volume's `defaultMode`, else 0644.
+    """
+    default_mode = source.get("defaultMode", 0o644)
+    items = source.get("items") or [{"key": k, "path": k} for k in sorted(keys)]
+    return [(item["key"], item["path"], item.get("mode", default_mode)) for item in items]
+
+
+_VOLUME_SOURCES = (("ConfigMap", "configMap", "name"), ("Secret", "secret", "secretName"))
+
+
+def volume_files(volume: dict[str, Any], index: ObjectIndex) -> dict[str, tuple[bytes, int]] | None:
+    """The files of a ConfigMap or Secret volume: relative path -> (content, mode), secrets revealed.
+
+    None for other volume kinds. A missing object or key raises MissingVolumeSource unless the
+    volume is `optional` (then the object gives no files, or the key is left out), as the
+    kubelet would refuse to start the pod.
+    """
+    for kind, key, name_key in _VOLUME_SOURCES:
+        if key not in volume:
+            continue
+        source = volume[key]
+        data = index.raw_data(kind, source[name_key])
+        optional = bool(source.get("optional"))
+        if data is None:
+            if optional:
+                return {}
+            raise MissingVolumeSource(f'volume "{volume["name"]}": {kind} "{source[name_key]}" is not in the rendering')
+        files = {}
+        for item_key, path, mode in volume_items(source, list(data)):
+            if item_key not in data:
+                if optional:
+                    continue
+                raise MissingVolumeSource(f'volume "{volume["name"]}": {kind} "{source[name_key]}" has no key "{item_key}"')
+            files[path] = (data[item_key], mode)
+        return files
+    return None
+
+
 def mounted_files(spec: dict[str, Any], index: ObjectIndex, reveal: bool) -> dict[str, tuple[str, int]]:
     """Files that ConfigMap and Secret volumes put in the pod, by absolute path, with their modes."""
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
@@ -221,16 +285,14 @@ def mounted_files(spec: dict[str, Any], index: ObjectIndex, reveal: bool) -> dic
     for container in spec.get("containers", []):
         for mount in container.get("volumeMounts", []):
             volume = volumes.get(mount["name"], {})
-            for kind, key, name_key in (("ConfigMap", "configMap", "name"), ("Secret", "secret", "secretName")):
+            for kind, key, name_key in _VOLUME_SOURCES:
                 if key not in volume:
                     continue
                 source = volume[key]
                 data = index.data(kind, source[name_key], reveal) or {}
-                default_mode = source.get("defaultMode", 0o644)
-                items = source.get("items") or [{"key": k, "path": k} for k in sorted(data)]
-                for item in items:
-                    if mount.get("subPath") and item["path"] != mount["subPath"]:
+                for item_key, item_path, mode in volume_items(source, list(data)):
+                    if mount.get("subPath") and item_path != mount["subPath"]:
                         continue
-                    path = mount["mountPath"] if mount.get("subPath") else f"{mount['mountPath']}/{item['path']}"
-                    files[path] = (data.get(item["key"], ""), item.get("mode", default_mode))
+                    path = mount["mountPath"] if mount.get("subPath") else f"{mount['mountPath']}/{item_path}"
+                    files[path] = (data.get(item_key, ""), mode)
     return files

@@ -1,0 +1,301 @@
+"""The process that holds one emulated pod's namespaces (the pod's "pause" process).
+
+Started by `pods.Sandbox` as `ip netns exec NETNS unshare --uts --mount --pid --fork ... python
+_holder.py`, so it runs as PID 1 of the pod's PID namespace, inside the pod's network, UTS and
+private mount namespaces. It reads one JSON line on stdin describing the pod, then:
+
+1. sets the hostname;
+2. builds the pod's root filesystem: a copy-on-write overlay of the host's `/` on a tmpfs (so
+   nothing a container writes outside its volumes reaches the host), the host's other mounts
+   bound in again, a fresh /proc for the pod's PID namespace;
+3. binds the pod's /etc/hosts, /etc/resolv.conf and /etc/hostname;
+4. materializes the volumes (ConfigMap and Secret files with their modes, emptyDir, hostPath)
+   and mounts them at their mount paths, creating missing mount points in the overlay;
+5. pivots into that root, prints `{"ready": ..., "pid": <host pid>}` and waits.
+
+Containers join it with `nsenter -t <pid> --net --mount --uts --pid`. The holder stops the pod
+when stdin reaches EOF (its owner exited, whatever the reason) or on SIGTERM: it sends SIGTERM to
+every process of the pod, waits the grace period, and exits; the kernel then kills whatever is
+left in the PID namespace. Only the standard library is used: it runs with `python -I -S`.
+"""
+
+import base64
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MNT_DETACH = 0x2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_stop = False
+
+
+class SetupError(Exception):
+    pass
+
+
+def mount(source: str | None, target: str, fstype: str | None = None, flags: int = 0, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise SetupError(f"mount {source or fstype} on {target} ({fstype or 'bind'}): {os.strerror(err)}")
+
+
+def umount_detach(target: str) -> None:
+    if _libc.umount2(target.encode(), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise SetupError(f"umount {target}: {os.strerror(err)}")
+
+
+def _unescape(path: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal."""
+    out, i = [], 0
+    while i < len(path):
+        if path[i] == "\\" and path[i + 1:i + 4].isdigit() and len(path) >= i + 4:
+            out.append(chr(int(path[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(path[i])
+            i += 1
+    return "".join(out)
+
+
+def host_mounts(skip_under: list[str]) -> list[str]:
+    """Mount points of this mount namespace to carry into the pod's root, parents first."""
+    points: list[str] = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            point, fstype = _unescape(fields[4]), fields[sep + 1]
+            if point == "/" or fstype == "nsfs" or point in points:
+                continue
+            if any(point == s or point.startswith(s.rstrip("/") + "/") for s in skip_under):
+                continue
+            points.append(point)
+    return sorted(points, key=lambda p: p.count("/"))
+
+
+def within(root: str, path: str) -> str:
+    return root.rstrip("/") + "/" + path.lstrip("/")
+
+
+def resolve(root: str, path: str) -> str:
+    """`path` inside `root`, following symlinks as if `root` were `/` (e.g. /var/run -> /run)."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    current, hops = root.rstrip("/"), 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if current != root.rstrip("/"):
+                current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        if os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise SetupError(f"too many symlinks in {path}")
+            link = os.readlink(candidate)
+            if link.startswith("/"):
+                current = root.rstrip("/")
+            parts = [p for p in link.split("/") if p not in ("", ".")] + parts
+            continue
+        current = candidate
+    return current
+
+
+def ensure_mountpoint(root: str, path: str, is_dir: bool, scratch: str, overlays: list[int]) -> None:
+    """Make `path` (inside `root`) exist without writing to any host filesystem.
+
+    Missing directories are created in the root overlay (copy-on-write). When the nearest existing
+    ancestor belongs to another filesystem (a host mount bound into the pod), that ancestor gets
+    an overlay of its own first, as a container runtime's own mount points would not touch it.
+    """
+    target = resolve(root, path)
+    if os.path.lexists(target):
+        return
+    ancestor = os.path.dirname(target)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if os.stat(ancestor).st_dev != os.stat(root).st_dev:
+        overlays[0] += 1
+        layer = os.path.join(scratch, "ovl", str(overlays[0]))
+        os.makedirs(layer + "/upper")
+        os.makedirs(layer + "/work")
+        mount("overlay", ancestor, "overlay", 0, f"lowerdir={ancestor},upperdir={layer}/upper,workdir={layer}/work")
+    if is_dir:
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+
+
+def materialize(volumes: dict, scratch: str) -> dict[str, str]:
+    """Each volume as a host path to bind from."""
+    paths: dict[str, str] = {}
+    for name, volume in volumes.items():
+        kind = volume["kind"]
+        if kind == "hostPath":
+            path, host_type = volume["path"], volume.get("type") or ""
+            if host_type == "DirectoryOrCreate" and not os.path.exists(path):
+                os.makedirs(path, mode=0o755)
+            elif host_type == "FileOrCreate" and not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "a").close()
+                os.chmod(path, 0o644)
+            if not os.path.exists(path):
+                raise SetupError(f'volume "{name}": hostPath {path} does not exist on this machine')
+            if host_type == "Directory" and not os.path.isdir(path):
+                raise SetupError(f'volume "{name}": hostPath {path} is not a directory')
+            if host_type == "File" and not os.path.isfile(path):
+                raise SetupError(f'volume "{name}": hostPath {path} is not a file')
+            paths[name] = path
+            continue
+        directory = os.path.join(scratch, "volumes", name)
+        os.makedirs(directory)
+        if kind == "emptyDir" and volume.get("medium") == "Memory":
+            size = volume.get("size_limit")
+            mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size}" if size else None)
+        elif kind == "files":
+            for rel, (content, mode) in sorted(volume["files"].items()):
+                path = os.path.join(directory, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(base64.b64decode(content))
+                os.chmod(path, mode)
+        paths[name] = directory
+    return paths
+
+
+def build_root(config: dict) -> None:
+    scratch = config["scratch"]
+    root = os.path.join(scratch, "root")
+    # The scratch dir gets a tmpfs in this namespace only: overlay layers, volume files.
+    mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700")
+    for sub in ("upper", "work", "root"):
+        os.makedirs(os.path.join(scratch, sub))
+    mount("overlay", root, "overlay", 0, f"lowerdir=/,upperdir={scratch}/upper,workdir={scratch}/work")
+    for point in host_mounts(skip_under=["/proc", "/run/netns", scratch]):
+        target = within(root, point)
+        if not os.path.lexists(target):
+            continue  # a mount point on a filesystem that is itself not carried over
+        try:
+            mount(point, target, None, MS_BIND)
+        except SetupError as exc:
+            print(f"note: host mount {point} not carried into the pod: {exc}", file=sys.stderr)
+    mount("proc", within(root, "/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    overlays = [0]
+    for dest, source in sorted(config.get("etc_files", {}).items()):
+        ensure_mountpoint(root, dest, False, scratch, overlays)
+        mount(source, resolve(root, dest), None, MS_BIND)
+
+    sources = materialize(config.get("volumes", {}), scratch)
+    for m in sorted(config.get("mounts", []), key=lambda m: m["path"].rstrip("/").count("/")):
+        source = sources[m["volume"]]
+        if m.get("sub_path"):
+            source = os.path.join(source, m["sub_path"])
+            if not os.path.lexists(source):
+                os.makedirs(source)  # as the kubelet: a missing subPath becomes a directory
+        ensure_mountpoint(root, m["path"], os.path.isdir(source), scratch, overlays)
+        target = resolve(root, m["path"])
+        mount(source, target, None, MS_BIND | MS_REC)
+        if m.get("read_only"):
+            mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    for workdir in config.get("workdirs", []):
+        ensure_mountpoint(root, workdir, True, scratch, overlays)
+
+    os.chdir(root)
+    old = ".trainjobs-oldroot"
+    os.mkdir(old)
+    subprocess.run([config["pivot_root"], ".", old], check=True)
+    os.chdir("/")
+    umount_detach("/" + old)
+    os.rmdir("/" + old)
+
+
+def others() -> list[int]:
+    """Processes of the pod other than this one (this /proc is the pod's own)."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and p != "1"]
+
+
+def reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def stop_pod(grace: float) -> None:
+    """SIGTERM to every process of the pod, SIGKILL after `grace` seconds."""
+    try:
+        os.kill(-1, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace
+    while others() and time.monotonic() < deadline:
+        reap()
+        time.sleep(0.05)
+    if others():
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _on_term(signum, frame) -> None:
+    global _stop
+    _stop = True
+
+
+def read_config() -> dict:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(0, 65536)
+        if not chunk:
+            raise SetupError("no pod description on stdin")
+        data += chunk
+    return json.loads(data)
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the owner, which stops pods in order
+    host_pid = int(os.readlink("/proc/self"))  # the host's /proc is still mounted here
+    try:
+        config = read_config()
+        import socket
+        socket.sethostname(config["hostname"])
+        build_root(config)
+    except Exception as exc:  # reported to the owner, which fails the pod with this message
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, SetupError) else str(exc)}),
+              flush=True)
+        return 1
+    print(json.dumps({"ready": True, "pid": host_pid}), flush=True)
+    while not _stop:
+        try:
+            readable, _, _ = select.select([0], [], [], 0.5)
+        except InterruptedError:
+            continue
+        if readable and not os.read(0, 4096):
+            break  # the owner is gone, or asks the pod to stop
+        reap()
+    stop_pod(float(config.get("grace_seconds", 5)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

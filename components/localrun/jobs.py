@@ -1,0 +1,508 @@
+"""Job semantics for a local run: Indexed completion, backoff, deadlines, and the run's outcome.
+
+As the Job controller, for each selected Job:
+- pods are started up to `parallelism`; in Indexed mode each index must succeed once, and the
+  Job is Complete when every index has;
+- a pod fails when one of its containers exits non-zero (restartPolicy Never); each failed pod
+  counts against `backoffLimit`, and a failed index gets a new pod after the controller's backoff
+  (10 s, doubling) while failures stay within the limit. Beyond it the Job fails
+  (BackoffLimitExceeded) and its running pods are stopped: with `backoffLimit: 0` the first failed
+  pod stops the rest;
+- `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods.
+
+Jobs of one training job (pods sharing a subdomain) run side by side; when one fails, the others
+are stopped too, as nothing else would end them. The whole run is bounded by a timeout; on
+timeout, Ctrl-C or SIGTERM every pod is stopped (SIGTERM, then SIGKILL after its grace period)
+and everything the run created is removed before it returns.
+"""
+
+import json
+import secrets
+import shutil
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..podview import ObjectIndex
+from .network import Network
+from .plan import JobSpec, PodSpec, Selection, pod_spec
+from .pods import ContainerRun, Sandbox, SandboxError, tcp_sockets
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+TICK = 0.05
+LOG_TAIL_LINES = 20
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' generated name suffixes
+
+
+def _suffix() -> str:
+    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+
+
+class Console:
+    """Serialized output from the run and from the log pumps."""
+
+    def __init__(self, write: Callable[[str], None]):
+        self._write = write
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str = "") -> None:
+        with self._lock:
+            self._write(line)
+
+
+@dataclass
+class PodRun:
+    spec: PodSpec
+    job: "JobRun"
+    attempt: int
+    sandbox: Sandbox
+    phase: str = "Pending"  # Pending, Running, Succeeded, Failed, Stopped
+    reason: str = ""
+    exit_code: int | None = None
+    started: float = 0.0
+    finished: float | None = None
+    _next: int = 0  # the next init container to start
+    _waiting_on: ContainerRun | None = None
+    stop_deadline: float | None = None
+    network_note: str = ""  # what the pod's sockets were doing when the run had to stop it
+
+    @property
+    def index(self) -> int:
+        return self.spec.slot.index
+
+    @property
+    def done(self) -> bool:
+        return self.phase in ("Succeeded", "Failed", "Stopped")
+
+    def prefix(self, container: str) -> str:
+        name = self.spec.slot.hostname + (f"#{self.attempt}" if self.attempt > 1 else "")
+        if len(self.spec.containers) > 1:
+            name += f"/{container}"
+        return f"[{name}] "
+
+    def start_containers(self, echo: Callable[[str], None] | None, now: float) -> None:
+        """Advance through init containers (one at a time), then start every main container."""
+        order = self.spec.containers
+        while self._next < len(order) and self._waiting_on is None:
+            container = order[self._next]
+            self._next += 1
+            run = self.sandbox.run(container, echo, self.prefix(container.name))
+            if container.kind == "init":
+                self._waiting_on = run  # sidecars and main containers do not block what follows
+        self.phase = "Running"
+
+    def step(self, echo: Callable[[str], None] | None, now: float) -> None:
+        if self.done or self.phase == "Pending":
+            return
+        if self._waiting_on is not None:
+            code = self._waiting_on.poll()
+            if code is None:
+                return
+            if code != 0:
+                return self._finish("Failed", code, f"init container {self._waiting_on.spec.name} exited {code}", now)
+            self._waiting_on = None
+            self.start_containers(echo, now)
+            return
+        mains = [c for c in self.sandbox.containers if c.spec.kind == "main"]
+        if self._next < len(self.spec.containers) or any(c.poll() is None for c in mains):
+            return
+        failed = next((c for c in mains if c.exit_code != 0), None)
+        if failed is None:
+            self._finish("Succeeded", 0, "", now)
+        else:
+            self._finish("Failed", failed.exit_code, f"container {failed.spec.name} exited {failed.exit_code}", now)
+
+    def _finish(self, phase: str, code: int | None, reason: str, now: float) -> None:
+        self.phase, self.exit_code, self.reason, self.finished = phase, code, reason, now
+        self.begin_stop(now)  # sidecars and any leftover process of the pod go with it
+
+    def begin_stop(self, now: float) -> None:
+        if self.stop_deadline is None:
+            self.stop_deadline = now + self.spec.grace_seconds + 1.0
+            self.sandbox.begin_stop()
+
+    def terminate(self, reason: str, now: float) -> None:
+        """Stopped from outside (Job failed, timeout, Ctrl-C): SIGTERM now, SIGKILL after the grace period."""
+        if self.done:
+            return
+        self.phase, self.reason, self.finished = "Stopped", reason, now
+        self.begin_stop(now)
+
+    def settle(self, now: float) -> bool:
+        """Drive a stopping pod to its end; True once every process of it is gone and cleaned up."""
+        if self.stop_deadline is None:
+            return False
+        if not self.sandbox.stopped():
+            if now < self.stop_deadline:
+                return False
+            self.sandbox.kill()
+            if not self.sandbox.stopped():
+                return False
+        self.sandbox.cleanup()
+        if self.phase == "Stopped" and self.exit_code is None:
+            codes = [c.exit_code for c in self.sandbox.containers if c.spec.kind == "main" and c.exit_code is not None]
+            self.exit_code = next((c for c in codes if c != 0), codes[0] if codes else None)
+        self.stop_deadline = None
+        return True
+
+
+@dataclass
+class JobRun:
+    spec: JobSpec
+    pending: deque = field(default_factory=deque)
+    retry_at: dict[int, float] = field(default_factory=dict)
+    active: dict[int, PodRun] = field(default_factory=dict)
+    pods: list[PodRun] = field(default_factory=list)
+    succeeded: set[int] = field(default_factory=set)
+    failures: int = 0
+    state: str = ""  # "", Complete, Failed, Stopped, TimedOut, Interrupted
+    reason: str = ""
+    started: float = 0.0
+    finished: float | None = None
+    cause: PodRun | None = None  # the pod whose failure failed the Job
+
+    def __post_init__(self) -> None:
+        self.pending.extend(range(self.spec.completions))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def due(self, now: float) -> list[int]:
+        """Indexes to start a pod for now, within parallelism and past their backoff."""
+        if self.state:
+            return []
+        if self.spec.active_deadline_seconds and now - self.started > self.spec.active_deadline_seconds:
+            self.fail("DeadlineExceeded", f"activeDeadlineSeconds {self.spec.active_deadline_seconds} passed", now)
+            return []
+        chosen = []
+        for index in list(self.pending):
+            if len(self.active) + len(chosen) >= self.spec.parallelism:
+                break
+            if self.retry_at.get(index, 0) <= now:
+                chosen.append(index)
+                self.pending.remove(index)
+        return chosen
+
+    def pod_finished(self, pod: PodRun, now: float) -> None:
+        self.active.pop(pod.index, None)
+        if self.state:
+            return
+        if pod.phase == "Succeeded":
+            self.succeeded.add(pod.index)
+            if len(self.succeeded) == self.spec.completions:
+                self.state, self.finished = "Complete", now
+            return
+        self.failures += 1
+        if self.failures > self.spec.backoff_limit:
+            self.cause = pod
+            self.fail("BackoffLimitExceeded",
+                      f"pod {pod.spec.name} (index {pod.index}) failed: {pod.reason}; "
+                      f"backoffLimit {self.spec.backoff_limit} reached", now)
+            return
+        delay = min(10.0 * 2 ** (self.failures - 1), 360.0)
+        self.retry_at[pod.index] = now + delay
+        self.pending.appendleft(pod.index)
+
+    def fail(self, state_reason: str, message: str, now: float, state: str = "Failed") -> None:
+        if self.state:
+            return
+        self.state, self.reason, self.finished = state, f"{state_reason}: {message}", now
+        for pod in list(self.active.values()):
+            pod.terminate(f"stopped: Job {state.lower()}", now)
+        self.pending.clear()
+
+
+@dataclass
+class RunResult:
+    status: str  # succeeded, failed, timeout, interrupted
+    exit_code: int
+    run_dir: Path
+    duration: float
+    jobs: list[JobRun]
+    message: str
+    leftovers: list[str]
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status, "exit_code": self.exit_code, "duration_seconds": round(self.duration, 2),
+            "message": self.message, "leftovers": self.leftovers,
+            "jobs": [{"name": j.name, "state": j.state, "reason": j.reason, "succeeded": sorted(j.succeeded),
+                      "failed_pods": j.failures} for j in self.jobs],
+            "pods": [{"name": p.spec.name, "hostname": p.spec.slot.hostname, "job": j.name, "index": p.index,
+                      "attempt": p.attempt, "ip": p.spec.slot.ip, "phase": p.phase, "exit_code": p.exit_code,
+                      "reason": p.reason,
+                      "duration_seconds": round((p.finished or p.started) - p.started, 2) if p.started else None,
+                      "logs": {c.spec.name: str(c.log_path) for c in p.sandbox.containers}}
+                     for j in self.jobs for p in j.pods],
+        }
+
+
+class LocalRun:
+    """Runs a selection of rendered Jobs as emulated pods on this machine."""
+
+    def __init__(self, objects: list[dict], selection: Selection, run_root: Path, timeout: float | None,
+                 max_grace: float, echo_logs: bool, write: Callable[[str], None]):
+        self.index = ObjectIndex(objects)
+        self.selection = selection
+        self.timeout = timeout
+        self.max_grace = max_grace
+        self.console = Console(write)
+        self.echo = self.console if echo_logs else None
+        self.jobs = [JobRun(spec) for spec in selection.jobs]
+        self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
+        self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
+        self._signal: int | None = None
+        self._stopping: list[PodRun] = []
+        self.node_name = socket.gethostname()
+
+    # -- signals ----------------------------------------------------------------------------
+
+    def _on_signal(self, signum, frame) -> None:
+        if self._signal is None:
+            self._signal = signum
+            self.console(f"\n{signal.Signals(signum).name}: stopping every pod and cleaning up ...")
+
+    def _install_signals(self) -> dict:
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        self.run_dir.mkdir(parents=True)
+        previous = self._install_signals()
+        t0 = time.monotonic()
+        status, message = "failed", ""
+        try:
+            self._print_header()
+            self.network.create()
+            for job in self.jobs:
+                job.started = time.monotonic()
+            status, message = self._loop(t0)
+        except BaseException as exc:  # anything unexpected still ends with a full cleanup
+            status = "failed" if isinstance(exc, Exception) else "interrupted"
+            message = f"local run error: {type(exc).__name__}: {exc} (traceback in {self.run_dir / 'error.txt'})"
+            (self.run_dir / "error.txt").write_text(traceback.format_exc())
+        finally:
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+            try:
+                self._stop_everything(status)
+            finally:
+                leftovers = self.network.teardown()
+                shutil.rmtree(self.run_dir / ".sandboxes", ignore_errors=True)
+                shutil.rmtree(self.run_dir / ".claims", ignore_errors=True)
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+        duration = time.monotonic() - t0
+        exit_code = {"succeeded": EXIT_OK, "timeout": EXIT_TIMEOUT, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_FAILED)
+        if leftovers:
+            message += "; could not remove: " + ", ".join(leftovers)
+            exit_code = exit_code or EXIT_FAILED
+        result = RunResult(status, exit_code, self.run_dir, duration, self.jobs, message, leftovers)
+        (self.run_dir / "summary.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        self._print_summary(result)
+        return result
+
+    def _print_header(self) -> None:
+        say = self.console
+        pods = sum(len(j.spec.slots) for j in self.jobs)
+        say(f"trainjobs run-local: {len(self.jobs)} Job(s), {pods} pod(s); run {self.network.prefix}")
+        for job, why in self.selection.skipped:
+            say(f"  not run: {job}: {why}")
+        for warning in self.selection.warnings:
+            say(f"  warning: {warning}")
+        for job in self.jobs:
+            for feature in job.spec.ignored:
+                say(f"  note: Job {job.name}: {feature} is not emulated")
+        say(f"  network: bridge {self.network.bridge}, subnet {self.network.subnet} (no host address, no route out)")
+        for job in self.jobs:
+            for slot in job.spec.slots:
+                names = slot.dns_names()
+                say(f"  pod {slot.hostname:<28} {slot.ip:<15} {names[0] if names else '(no DNS name)'}")
+        say("  images are not pulled: containers run this machine's programs with the pod's env and volumes")
+        say(f"  logs: {self.run_dir}/logs/<pod>/<container>.log")
+        say()
+
+    def _loop(self, t0: float) -> tuple[str, str]:
+        while True:
+            now = time.monotonic()
+            if self._signal is not None:
+                return "interrupted", f"interrupted by {signal.Signals(self._signal).name}"
+            if self.timeout and now - t0 > self.timeout:
+                running = [p.spec.name for j in self.jobs for p in j.active.values()]
+                self._note_sockets()
+                return "timeout", (f"timed out after {self.timeout:g}s"
+                                   + (f" with pods still running: {', '.join(running)}" if running else ""))
+            self._start_due_pods(now)
+            for job in self.jobs:
+                for pod in list(job.active.values()):
+                    pod.step(self.echo, now)
+                    if pod.done:
+                        self._track(pod)
+                        job.pod_finished(pod, now)
+            self._propagate_failures(now)
+            self._settle(now)
+            if all(j.state for j in self.jobs) and not self._stopping:
+                failed = [j for j in self.jobs if j.state != "Complete"]
+                if not failed:
+                    return "succeeded", f"{len(self.jobs)} Job(s) complete"
+                return "failed", "; ".join(f"Job {j.name} {j.state.lower()}: {j.reason}" for j in failed)
+            time.sleep(TICK)
+
+    def _note_sockets(self) -> None:
+        """For each running pod: the ports it listens on and the peers it talks to or tries to reach."""
+        names = {slot.ip: slot.hostname for job in self.jobs for slot in job.spec.slots}
+        for job in self.jobs:
+            for pod in job.active.values():
+                if not pod.sandbox.holder_pid:
+                    continue
+                sockets = tcp_sockets(pod.sandbox.holder_pid)
+                listening = sorted({local[1] for state, local, _ in sockets if state == "listening"})
+                inbound, outbound = set(), set()
+                for state, local, remote in sockets:
+                    if state == "listening" or remote[0] in (local[0], "127.0.0.1", "::1"):
+                        continue
+                    if local[1] in listening:
+                        inbound.add(f"{names.get(remote[0], remote[0])} on {local[1]}")
+                    else:
+                        outbound.add(f"{names.get(remote[0], remote[0])}:{remote[1]} ({state})")
+                pod.network_note = (f"listening on {', '.join(map(str, listening)) or 'no port'}; "
+                                    f"connected from {', '.join(sorted(inbound)) or 'no pod'}; "
+                                    f"connected to {', '.join(sorted(outbound)) or 'no pod'}")
+
+    def _start_due_pods(self, now: float) -> None:
+        new: list[PodRun] = []
+        for job in self.jobs:
+            for index in job.due(now):
+                slot = job.spec.slots[index]
+                spec = pod_spec(job.spec, slot, self.index, suffix=_suffix(), node_name=self.node_name,
+                                max_grace=self.max_grace)
+                attempt = sum(1 for p in job.pods if p.index == index) + 1
+                sandbox = Sandbox(spec, scratch=self.run_dir / ".sandboxes" / spec.name,
+                                  log_dir=self.run_dir / "logs" / spec.name, claims=self.run_dir / ".claims")
+                pod = PodRun(spec=spec, job=job, attempt=attempt, sandbox=sandbox, started=now)
+                job.pods.append(pod)
+                job.active[index] = pod
+                new.append(pod)
+        for pod in new:  # every sandbox sets itself up in parallel, then containers start
+            pod.sandbox.start()
+        for pod in new:
+            try:
+                pod.sandbox.wait_ready()
+            except SandboxError as exc:
+                pod.phase, pod.reason, pod.finished = "Failed", str(exc), time.monotonic()
+                pod.begin_stop(time.monotonic())
+                continue
+        for pod in new:
+            if pod.phase == "Pending":
+                pod.started = time.monotonic()
+                pod.start_containers(self.echo, pod.started)
+        for pod in new:
+            if pod.phase == "Failed":
+                self._track(pod)
+                pod.job.pod_finished(pod, time.monotonic())
+
+    def _track(self, pod: PodRun) -> None:
+        if pod.stop_deadline is not None and pod not in self._stopping:
+            self._stopping.append(pod)
+
+    def _propagate_failures(self, now: float) -> None:
+        """A failed Job fails its training job: stop the other Jobs sharing its subdomain."""
+        for job in self.jobs:
+            if job.state in ("Failed",):
+                for other in self.jobs:
+                    if other is not job and other.spec.group == job.spec.group and not other.state:
+                        other.fail("Stopped", f"Job {job.name} of training job {job.spec.group} failed", now,
+                                   state="Stopped")
+            for pod in job.pods:
+                self._track(pod)
+
+    def _settle(self, now: float) -> None:
+        self._stopping = [p for p in self._stopping if not p.settle(now)]
+
+    def _stop_everything(self, status: str) -> None:
+        now = time.monotonic()
+        reason = {"timeout": "stopped: run timed out", "interrupted": "stopped: run interrupted"}.get(status, "stopped")
+        state = {"timeout": "TimedOut", "interrupted": "Interrupted"}.get(status, "Stopped")
+        for job in self.jobs:
+            if not job.state:
+                job.state, job.reason, job.finished = state, reason, now
+            for pod in list(job.active.values()):
+                pod.terminate(reason, now)
+            for pod in job.pods:
+                self._track(pod)
+        while self._stopping:
+            self._settle(time.monotonic())
+            if self._stopping:
+                time.sleep(TICK)
+
+    # -- report -----------------------------------------------------------------------------
+
+    def _print_summary(self, result: RunResult) -> None:
+        say = self.console
+        say()
+        rows = [("POD", "JOB", "INDEX", "STATUS", "EXIT", "DURATION", "REASON")]
+        for job in self.jobs:
+            for pod in job.pods:
+                duration = f"{(pod.finished or pod.started) - pod.started:.1f}s" if pod.started else "-"
+                rows.append((pod.spec.name, job.name, str(pod.index), pod.phase,
+                             "-" if pod.exit_code is None else str(pod.exit_code), duration, pod.reason))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        for row in rows:
+            say("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+        say()
+        for job in self.jobs:
+            say(f"Job {job.name}: {job.state or 'Unknown'} ({len(job.succeeded)}/{job.spec.completions} "
+                f"indexes succeeded, {job.failures} failed pod(s))" + (f": {job.reason}" if job.reason else ""))
+        for pod in self._report_pods(result):
+            lines = self._tail(pod)
+            if pod.network_note:
+                say(f"--- {pod.spec.name} when stopped: {pod.network_note}")
+            if lines:
+                say(f"--- last lines of {pod.spec.name} ({self._log_names(pod)}) ---")
+                for line in lines:
+                    say(f"    {line}")
+        say()
+        verdict = {"succeeded": "SUCCEEDED", "failed": "FAILED", "timeout": "TIMED OUT",
+                   "interrupted": "INTERRUPTED"}[result.status]
+        say(f"{verdict}: {result.message} ({result.duration:.1f}s); logs and summary.json in {self.run_dir}")
+
+    def _report_pods(self, result: RunResult) -> list[PodRun]:
+        """Pods whose logs explain the outcome: the failed ones, or the ones still running at the end."""
+        if result.status == "succeeded":
+            return []
+        failed = [p for j in self.jobs for p in j.pods if p.phase == "Failed"]
+        if failed:
+            return failed
+        return [p for j in self.jobs for p in j.pods if p.phase == "Stopped"]
+
+    @staticmethod
+    def _log_names(pod: PodRun) -> str:
+        return ", ".join(str(c.log_path) for c in pod.sandbox.containers) or str(pod.sandbox.log_dir / "sandbox.log")
+
+    @staticmethod
+    def _tail(pod: PodRun) -> list[str]:
+        lines: list[str] = []
+        for c in pod.sandbox.containers:
+            try:
+                text = c.log_path.read_text(errors="replace")
+            except OSError:
+                continue
+            tail = text.splitlines()[-LOG_TAIL_LINES:]
+            prefix = f"{c.spec.name}: " if len(pod.sandbox.containers) > 1 else ""
+            lines += [prefix + line for line in tail]
+        return lines

@@ -1,0 +1,365 @@
+"""The pods' network: one network namespace per pod on a private bridge, and their name files.
+
+Each run has a unique prefix (`tj-<6 hex>`) naming everything it creates, and its own private
+subnet, so runs side by side do not collide:
+
+- bridge `<prefix>-br`, with no address on the host side: the pods reach each other and nothing
+  else (no default route, nothing forwarded);
+- per pod a network namespace `<prefix>-<hostname>` holding the `eth0` end of a veth pair whose
+  host end (`<prefix>-<n>`) is a port of the bridge;
+- per pod `/etc/netns/<netns>/{hosts,resolv.conf,hostname}`: the hosts file the kubelet writes
+  for the pod plus the names the cluster DNS would answer for the pods of headless Services, and
+  a resolver pointing at 127.0.0.1 inside the pod, where nothing listens, so an unknown name
+  fails at once instead of leaving the machine.
+
+A state file under /run/trainjobs records what a run created and which process owns it; a run
+that was killed before it could clean up is cleaned by the next run (`sweep_stale`).
+"""
+
+import errno
+import fcntl
+import ipaddress
+import json
+import os
+import random
+import secrets
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .plan import PodSlot
+
+STATE_DIR = Path("/run/trainjobs")
+ETC_NETNS = Path("/etc/netns")
+RUN_NETNS = Path("/run/netns")
+CLUSTER_DOMAIN = "cluster.local"
+_CREATED_MARK = "created-{}"  # state-dir markers: a shared directory a run created and the last run removes
+
+
+class NetworkError(RuntimeError):
+    pass
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+    return result
+
+
+def _links() -> set[str]:
+    out = ip("-o", "link", "show").stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+
+
+def _netns() -> set[str]:
+    return {line.split()[0] for line in ip("netns", "list").stdout.splitlines() if line.strip()}
+
+
+def new_prefix() -> str:
+    """A prefix no existing link or network namespace uses."""
+    links, namespaces = _links(), _netns()
+    while True:
+        prefix = f"tj-{secrets.token_hex(3)}"
+        if not any(n.startswith(prefix) for n in links | namespaces):
+            return prefix
+
+
+def pick_subnet(pods: int, avoid: list[ipaddress.IPv4Network] | None = None) -> ipaddress.IPv4Network:
+    """A random private subnet with room for `pods`, overlapping none of the host's networks."""
+    size = 24
+    while (2 ** (32 - size)) - 3 < pods:
+        size -= 1
+    if size < 16:
+        raise NetworkError(f"{pods} pods is more than a local run supports")
+    avoid = avoid if avoid is not None else host_networks()
+    for _ in range(200):
+        base = ipaddress.IPv4Address(f"10.{random.randint(64, 250)}.{random.randint(0, 255)}.0")
+        net = ipaddress.IPv4Network(f"{base}/{size}", strict=False)
+        if not any(net.overlaps(a) for a in avoid):
+            return net
+    raise NetworkError("found no free private subnet")
+
+
+def host_networks() -> list[ipaddress.IPv4Network]:
+    nets = []
+    for args in (("-4", "-o", "addr", "show"), ("-4", "route", "show", "table", "all")):
+        for word in ip(*args, check=False).stdout.split():
+            try:
+                net = ipaddress.IPv4Network(word, strict=False)
+            except ValueError:
+                continue
+            if net.prefixlen > 0:
+                nets.append(net)
+    return nets
+
+
+def hosts_file(me: PodSlot, pods: list[PodSlot]) -> str:
+    """The pod's /etc/hosts: the kubelet's entries, then the names cluster DNS answers for the pods.
+
+    nss_files applies no search list, so each name a pod may use is listed: `<host>.<subdomain>`
+    (same namespace only, as the search list allows in a cluster), `.<ns>`, `.<ns>.svc` and the
+    full `.<ns>.svc.cluster.local`. The headless Service's own name lists all its pods' addresses.
+    """
+    lines = ["# Kubernetes-managed hosts file, as trainjobs run-local emulates it.",
+             "127.0.0.1\tlocalhost",
+             "::1\tlocalhost ip6-localhost ip6-loopback",
+             "fe00::0\tip6-localnet",
+             "fe00::0\tip6-mcastprefix",
+             "fe00::1\tip6-allnodes",
+             "fe00::2\tip6-allrouters"]
+    if me.subdomain:
+        lines.append(f"{me.ip}\t{me.hostname}.{me.subdomain}.{me.namespace}.svc.{CLUSTER_DOMAIN}\t{me.hostname}")
+    else:
+        lines.append(f"{me.ip}\t{me.hostname}")
+    lines.append("# pod DNS records of headless Services (answered by the cluster DNS in a cluster)")
+    for pod in pods:
+        names = pod.dns_names(CLUSTER_DOMAIN)
+        if not names:
+            continue
+        if pod.namespace != me.namespace:
+            names = names[1:]
+        lines.append(f"{pod.ip}\t{' '.join(reversed(names))}")
+    for pod in pods:
+        if pod.published:
+            service = [f"{pod.subdomain}.{pod.namespace}.svc.{CLUSTER_DOMAIN}", f"{pod.subdomain}.{pod.namespace}.svc",
+                       f"{pod.subdomain}.{pod.namespace}"] + ([pod.subdomain] if pod.namespace == me.namespace else [])
+            lines.append(f"{pod.ip}\t{' '.join(service)}")
+    return "\n".join(lines) + "\n"
+
+
+def resolv_conf(me: PodSlot) -> str:
+    ns = me.namespace
+    return (f"search {ns}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}\n"
+            "nameserver 127.0.0.1\n"
+            "options ndots:5 timeout:1 attempts:1\n")
+
+
+# --- shared state, locking -----------------------------------------------------------------
+
+@contextmanager
+def state_lock():
+    """An exclusive lock over the shared state (/run/trainjobs, /etc/netns, /run/netns)."""
+    while True:
+        STATE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(STATE_DIR, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.stat(STATE_DIR).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the last run removed the directory while we waited: take the new one
+    try:
+        yield
+    finally:
+        _remove_shared_dirs_if_unused()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _mark_created(name: str) -> None:
+    (STATE_DIR / _CREATED_MARK.format(name)).touch()
+
+
+def _remove_shared_dirs_if_unused() -> None:
+    """Once no run is left, remove the shared directories runs created (called under the lock)."""
+    if any(STATE_DIR.glob("tj-*.json")):
+        return
+    mark = STATE_DIR / _CREATED_MARK.format("etc-netns")
+    if mark.exists():
+        try:
+            ETC_NETNS.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+        mark.unlink()
+    mark = STATE_DIR / _CREATED_MARK.format("run-netns")
+    if mark.exists():
+        if RUN_NETNS.exists() and not any(RUN_NETNS.iterdir()):
+            subprocess.run(["umount", str(RUN_NETNS)], capture_output=True)
+            try:
+                RUN_NETNS.rmdir()
+            except OSError:
+                pass
+        mark.unlink()
+    for leftover in STATE_DIR.iterdir():
+        if not leftover.name.startswith("created-"):
+            return
+    try:
+        STATE_DIR.rmdir()
+    except OSError:
+        pass
+
+
+def _is_mountpoint(path: Path) -> bool:
+    try:
+        return any(line.split()[4] == str(path) for line in Path("/proc/self/mountinfo").read_text().splitlines())
+    except OSError:
+        return False
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+# --- the network -----------------------------------------------------------------------------
+
+@dataclass
+class Network:
+    """The bridge, namespaces and name files of one run."""
+
+    prefix: str
+    subnet: ipaddress.IPv4Network
+    pods: list[PodSlot]
+    bridge: str = ""
+    created_netns: list[str] = field(default_factory=list)
+    created_links: list[str] = field(default_factory=list)
+    created_etc: list[str] = field(default_factory=list)
+
+    @classmethod
+    def plan(cls, pods: list[PodSlot]) -> "Network":
+        """Prefix, subnet, addresses and namespace names; creates nothing."""
+        prefix = new_prefix()
+        subnet = pick_subnet(len(pods))
+        hosts = subnet.hosts()
+        next(hosts)  # .1 stays free: there is no gateway
+        for pod in pods:
+            pod.ip = str(next(hosts))
+            pod.netns = f"{prefix}-{pod.hostname}"
+        return cls(prefix=prefix, subnet=subnet, pods=pods, bridge=f"{prefix}-br")
+
+    @property
+    def state_file(self) -> Path:
+        return STATE_DIR / f"{self.prefix}.json"
+
+    def _save(self) -> None:
+        state = {"owner": os.getpid(), "owner_start": _process_start(os.getpid()), "bridge": self.bridge,
+                 "netns": self.created_netns, "links": self.created_links, "etc": self.created_etc,
+                 "subnet": str(self.subnet)}
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.rename(self.state_file)
+
+    def create(self) -> None:
+        """Make the bridge, namespaces, veths and name files, recording each step for teardown."""
+        with state_lock():
+            self._save()
+            if not ETC_NETNS.exists():
+                ETC_NETNS.mkdir(mode=0o755)
+                _mark_created("etc-netns")
+            if not _is_mountpoint(RUN_NETNS) and not (STATE_DIR / _CREATED_MARK.format("run-netns")).exists():
+                _mark_created("run-netns")  # `ip netns add` is about to make /run/netns a mount point
+            ip("link", "add", self.bridge, "type", "bridge")
+            self.created_links.append(self.bridge)
+            self._save()
+            _no_host_address(self.bridge)
+            ip("link", "set", self.bridge, "up")
+            for n, pod in enumerate(self.pods):
+                ip("netns", "add", pod.netns)
+                self.created_netns.append(pod.netns)
+                etc = ETC_NETNS / pod.netns
+                etc.mkdir()
+                self.created_etc.append(str(etc))
+                self._save()
+                (etc / "hosts").write_text(hosts_file(pod, self.pods))
+                (etc / "resolv.conf").write_text(resolv_conf(pod))
+                (etc / "hostname").write_text(pod.hostname + "\n")
+                veth = f"{self.prefix}-{n}"
+                ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pod.netns)
+                _no_host_address(veth)
+                ip("link", "set", veth, "master", self.bridge, "up")
+                ip("-n", pod.netns, "addr", "add", f"{pod.ip}/{self.subnet.prefixlen}", "dev", "eth0")
+                ip("-n", pod.netns, "link", "set", "eth0", "up")
+                ip("-n", pod.netns, "link", "set", "lo", "up")
+
+    def teardown(self) -> list[str]:
+        """Remove everything `create` made; returns what could not be removed (should be empty)."""
+        with state_lock():
+            problems = teardown_state(self.created_netns, self.created_links, self.created_etc)
+            if not problems:
+                self.state_file.unlink(missing_ok=True)
+            return problems
+
+
+def _no_host_address(link: str) -> None:
+    """Keep the host off the pods' network: no IPv6 link-local address on its side of it either."""
+    setting = Path(f"/proc/sys/net/ipv6/conf/{link}/disable_ipv6")
+    if setting.exists():
+        setting.write_text("1\n")
+
+
+def netns_pids(netns: str) -> list[int]:
+    """PIDs of the processes inside a network namespace (what `ip netns pids` lists)."""
+    try:
+        target = os.stat(RUN_NETNS / netns)
+    except FileNotFoundError:
+        return []
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry}/ns/net")
+        except OSError:
+            continue
+        if (st.st_ino, st.st_dev) == (target.st_ino, target.st_dev):
+            pids.append(int(entry))
+    return pids
+
+
+def teardown_state(netns: list[str], links: list[str], etc: list[str]) -> list[str]:
+    problems = []
+    for name in netns:
+        for pid in netns_pids(name):  # normally none: the pods were stopped before
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        if netns_pids(name):
+            time.sleep(0.2)
+        result = ip("netns", "del", name, check=False)
+        if result.returncode != 0 and "No such file" not in result.stderr:
+            problems.append(f"netns {name}: {result.stderr.strip()}")
+    existing = _links()
+    for link in links:
+        if link in existing:
+            result = ip("link", "del", link, check=False)
+            if result.returncode != 0:
+                problems.append(f"link {link}: {result.stderr.strip()}")
+    for path in etc:
+        p = Path(path)
+        if p.parent == ETC_NETNS and p.exists():
+            for child in p.iterdir():
+                child.unlink()
+            p.rmdir()
+    return problems
+
+
+def sweep_stale() -> list[str]:
+    """Clean up after runs whose owner process is gone (killed before its own cleanup)."""
+    cleaned = []
+    if not STATE_DIR.exists():
+        return cleaned
+    with state_lock():
+        for path in sorted(STATE_DIR.glob("tj-*.json")):
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            owner = state.get("owner")
+            if owner and _process_start(owner) == state.get("owner_start") and _process_start(owner) is not None:
+                continue  # still running
+            problems = teardown_state(state.get("netns", []), state.get("links", []), state.get("etc", []))
+            if not problems:
+                path.unlink()
+                cleaned.append(path.stem)
+    return cleaned

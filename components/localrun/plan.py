@@ -1,0 +1,346 @@
+"""What a local run starts: the selected Jobs, their pods, and each pod's containers and volumes.
+
+Pure: it reads the rendered objects only, starts nothing and needs no privileges, so every
+problem a run would hit late (a missing ConfigMap key, a container without a command, a volume
+kind that cannot be emulated) is reported before anything is created. Pod env, commands and
+volume files come from `components.podview`, which resolves them as the kubelet does.
+
+Nothing here knows a training framework: a Job is a Job, whatever its pods run.
+"""
+
+import os
+import pwd
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
+                       volume_files)
+from ..quantity import parse_quantity
+
+DEFAULT_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds
+
+
+class PlanError(ValueError):
+    """The rendering asks for something a local run cannot do; nothing was started."""
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    kind: Literal["init", "sidecar", "main"]
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    workdir: str
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    """A volume as the pod sandbox materializes it: files, an emptyDir, a host path, or a claim.
+
+    A PersistentVolumeClaim becomes one directory of the run shared by every pod that mounts it,
+    as a single node's local-path provisioner would give (`path` is `<namespace>/<claim>`).
+    """
+
+    name: str
+    kind: Literal["files", "emptyDir", "hostPath", "claim"]
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    medium: str = ""
+    size_limit: int | None = None
+    path: str = ""
+    host_type: str = ""
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    volume: str
+    path: str
+    sub_path: str = ""
+    read_only: bool = False
+
+
+@dataclass
+class PodSlot:
+    """One pod position of a Job: its index, hostname and network identity, stable across retries."""
+
+    job: str
+    index: int
+    hostname: str
+    namespace: str
+    subdomain: str | None
+    labels: dict[str, str]
+    indexed: bool
+    published: bool = False  # a headless Service named like the subdomain selects it: it has DNS names
+    ip: str = ""
+    netns: str = ""
+
+    def dns_names(self, cluster_domain: str = "cluster.local") -> list[str]:
+        """The names other pods resolve this one by, shortest first (empty if it has no record)."""
+        if not self.published:
+            return []
+        base = f"{self.hostname}.{self.subdomain}"
+        return [base, f"{base}.{self.namespace}", f"{base}.{self.namespace}.svc",
+                f"{base}.{self.namespace}.svc.{cluster_domain}"]
+
+
+@dataclass
+class PodSpec:
+    """One pod attempt, fully resolved: what the sandbox and the containers get."""
+
+    slot: PodSlot
+    name: str
+    containers: list[ContainerSpec]
+    volumes: dict[str, VolumeSpec]
+    mounts: list[MountSpec]
+    grace_seconds: float
+
+
+@dataclass
+class JobSpec:
+    name: str
+    namespace: str
+    manifest: dict[str, Any]
+    completions: int
+    parallelism: int
+    backoff_limit: int
+    active_deadline_seconds: int | None
+    indexed: bool
+    group: str  # the training job: pods' subdomain (the headless Service), else the Job itself
+    slots: list[PodSlot]
+    ignored: list[str] = field(default_factory=list)  # Job features a local run does not emulate
+
+
+@dataclass
+class Selection:
+    jobs: list[JobSpec]
+    skipped: list[tuple[str, str]]  # (job, why it does not run here)
+    warnings: list[str]
+
+
+def _pod_spec_of(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["template"].get("spec", {})
+
+
+def extended_resources(job: dict[str, Any]) -> list[str]:
+    """Device-plugin resources (GPUs, NICs...) the Job's pods request: this machine offers none."""
+    spec = _pod_spec_of(job)
+    found: dict[str, str] = {}
+    for container in spec.get("initContainers", []) + spec.get("containers", []):
+        resources = container.get("resources", {})
+        for side in ("requests", "limits"):
+            for name, value in (resources.get(side) or {}).items():
+                if "/" in name and not name.startswith(("kubernetes.io/", "hugepages-")):
+                    if parse_quantity(value) > 0:
+                        found.setdefault(name, str(value))
+    return [f"{k}: {v}" for k, v in sorted(found.items())]
+
+
+def _group(job: dict[str, Any]) -> str:
+    return _pod_spec_of(job).get("subdomain") or job["metadata"]["name"]
+
+
+def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Selection:
+    """The Jobs to run: those named (a Job, or every Job of a training job), else all of them.
+
+    A training job is the set of Jobs whose pods share a subdomain (its headless Service); its
+    Jobs run together or not at all. Jobs needing device resources cannot be scheduled here:
+    named ones are an error, the others are skipped with the reason.
+    """
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    if not jobs:
+        raise PlanError("the rendering has no Job to run")
+    by_name = {j["metadata"]["name"]: j for j in jobs}
+    chosen: list[dict[str, Any]] = []
+    if names:
+        for name in names:
+            picked = [by_name[name]] if name in by_name else [j for j in jobs if _group(j) == name]
+            if not picked:
+                groups = sorted({_group(j) for j in jobs})
+                raise PlanError(f'no Job or training job "{name}"; Jobs: {", ".join(sorted(by_name))}; '
+                                f'training jobs: {", ".join(groups)}')
+            chosen += [j for j in picked if j not in chosen]
+        # A Job's siblings (same training job) come along: they only work together.
+        chosen = [j for j in jobs if any(_group(j) == _group(c) for c in chosen)]
+    else:
+        chosen = list(jobs)
+
+    skipped: list[tuple[str, str]] = []
+    blocked_groups: dict[str, tuple[str, str]] = {}
+    for job in chosen:
+        needs = extended_resources(job)
+        if needs:
+            blocked_groups.setdefault(_group(job), (job["metadata"]["name"], ", ".join(needs)))
+    runnable = []
+    for job in chosen:
+        why = None
+        if _group(job) in blocked_groups:
+            blocker, needs = blocked_groups[_group(job)]
+            why = f"needs {needs}, which this machine does not offer"
+            if blocker != job["metadata"]["name"]:
+                why = f"runs together with Job {blocker}, which {why}"
+        if why is None:
+            runnable.append(job)
+        elif names:
+            raise PlanError(f"cannot run {job['metadata']['name']} here: {why}")
+        else:
+            skipped.append((job["metadata"]["name"], why))
+    if not runnable:
+        raise PlanError("nothing to run here: " + "; ".join(f"{j}: {why}" for j, why in skipped))
+
+    index = ObjectIndex(objects)
+    specs = [_job_spec(job, index) for job in runnable]
+    warnings = _publish(specs, index)
+    return Selection(specs, skipped, warnings)
+
+
+def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
+    name = job["metadata"]["name"]
+    namespace = job["metadata"].get("namespace", "default")
+    spec = job["spec"]
+    indexed = spec.get("completionMode") == "Indexed"
+    completions = int(spec.get("completions", 1) or 1)
+    parallelism = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
+    if parallelism < 1:
+        raise PlanError(f"Job {name} has parallelism {parallelism}: it would start no pod")
+    ignored = [key for key in ("podFailurePolicy", "backoffLimitPerIndex", "successPolicy", "suspend")
+               if spec.get(key)]
+    slots = []
+    for i in range(completions):
+        view = pod_view(job, i, index, reveal=False)
+        hostname = view.hostname if indexed else f"{name}-{i}"
+        slots.append(PodSlot(job=name, index=i, hostname=hostname, namespace=namespace,
+                             subdomain=_pod_spec_of(job).get("subdomain"), labels=view.labels, indexed=indexed))
+    job_spec = JobSpec(name=name, namespace=namespace, manifest=job, completions=completions,
+                       parallelism=min(parallelism, completions), backoff_limit=int(spec.get("backoffLimit", 6)),
+                       active_deadline_seconds=spec.get("activeDeadlineSeconds"), indexed=indexed,
+                       group=_group(job), slots=slots, ignored=ignored)
+    for slot in slots:  # surface every configuration problem before anything starts
+        pod_spec(job_spec, slot, index, suffix="xxxxx")
+    return job_spec
+
+
+def _publish(jobs: list[JobSpec], index: ObjectIndex) -> list[str]:
+    """Mark the pods a headless Service gives DNS names, as the cluster DNS would; warn about others."""
+    warnings = []
+    services = [o for o in index.objects if o["kind"] == "Service"]
+    for job in jobs:
+        for slot in job.slots:
+            if not slot.subdomain:
+                continue
+            service = next((s for s in services if s["metadata"]["name"] == slot.subdomain
+                            and s["metadata"].get("namespace", "default") == slot.namespace), None)
+            why = None
+            if not slot.indexed:
+                why = "only pods with a hostname (Indexed Jobs) get per-pod DNS names"
+            elif service is None:
+                why = f'there is no Service "{slot.subdomain}" in namespace {slot.namespace}'
+            elif service.get("spec", {}).get("clusterIP") != "None":
+                why = f'Service "{slot.subdomain}" is not headless (clusterIP: None)'
+            else:
+                selector = service["spec"].get("selector") or {}
+                if not selector or any(slot.labels.get(k) != v for k, v in selector.items()):
+                    why = f'Service "{slot.subdomain}" does not select the pod (selector {selector})'
+            if why:
+                if slot.index == 0:
+                    warnings.append(f"pods of Job {job.name} get no DNS name {slot.hostname}.{slot.subdomain}: {why}")
+            else:
+                slot.published = True
+    return warnings
+
+
+def base_env(hostname: str) -> dict[str, str]:
+    """What the container runtime and the image would add: the host's PATH stands in for the image's."""
+    path = os.environ.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    tools = os.path.dirname(sys.executable)  # the Python environment running trainjobs (torchrun, ...)
+    if tools not in path.split(":"):
+        path = f"{tools}:{path}"
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        home = "/root"
+    return {"PATH": path, "HOME": home, "HOSTNAME": hostname}
+
+
+def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_name: str = "localhost",
+             max_grace: float | None = None) -> PodSpec:
+    """Pod `slot` of `job` as one attempt named `<hostname>-<suffix>`: env, commands, volumes resolved."""
+    facts = PodFacts(pod_name_suffix=suffix, pod_ip=slot.ip or "<pod IP>", node_name=node_name)
+    view: PodView = pod_view(job.manifest, slot.index, index, reveal=True, facts=facts)
+    spec = _pod_spec_of(job.manifest)
+    pod_name = f"{slot.hostname}-{suffix}"
+    where = f"Job {job.name} container"
+
+    def container(raw: dict[str, Any], resolved, kind) -> ContainerSpec:
+        argv = list(resolved.command) + list(resolved.args)
+        if not resolved.command:
+            raise PlanError(f'{where} "{raw["name"]}" has no command: without its image, the image\'s entrypoint '
+                            "cannot run here; give the container a command")
+        env = {**base_env(slot.hostname), **resolved.env}
+        if not job.indexed:
+            env.pop("JOB_COMPLETION_INDEX", None)
+        return ContainerSpec(name=raw["name"], kind=kind, argv=tuple(argv), env=env,
+                             workdir=raw.get("workingDir") or "/")
+
+    containers = []
+    for raw, resolved in zip(spec.get("initContainers", []), view.init_containers):
+        containers.append(container(raw, resolved, "sidecar" if raw.get("restartPolicy") == "Always" else "init"))
+    for raw, resolved in zip(spec.get("containers", []), view.containers):
+        containers.append(container(raw, resolved, "main"))
+    if not any(c.kind == "main" for c in containers):
+        raise PlanError(f"Job {job.name} has no container")
+
+    volumes_by_name = {v["name"]: v for v in spec.get("volumes", [])}
+    mounts: dict[str, tuple[MountSpec, str]] = {}
+    volumes: dict[str, VolumeSpec] = {}
+    for raw in spec.get("initContainers", []) + spec.get("containers", []):
+        for m in raw.get("volumeMounts", []):
+            if m.get("subPathExpr"):
+                raise PlanError(f'{where} "{raw["name"]}": subPathExpr is not emulated; use subPath')
+            mount = MountSpec(volume=m["name"], path=m["mountPath"], sub_path=m.get("subPath", ""),
+                              read_only=bool(m.get("readOnly")))
+            if mount.path in mounts and mounts[mount.path][0] != mount:
+                raise PlanError(f"Job {job.name}: containers {mounts[mount.path][1]} and {raw['name']} mount "
+                                f"different things at {mount.path}; a local pod gives all its containers "
+                                "one filesystem view")
+            mounts.setdefault(mount.path, (mount, raw["name"]))
+            if m["name"] not in volumes:
+                volumes[m["name"]] = _volume(job.name, job.namespace, volumes_by_name.get(m["name"]), m["name"], index)
+    for mount, _ in mounts.values():
+        if volumes[mount.volume].kind == "files" and not mount.read_only:
+            # ConfigMap and Secret volumes are always read-only in Kubernetes.
+            mounts[mount.path] = (MountSpec(mount.volume, mount.path, mount.sub_path, True), "")
+
+    grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+    if max_grace is not None:
+        grace = min(grace, max_grace)
+    return PodSpec(slot=slot, name=pod_name, containers=containers, volumes=volumes,
+                   mounts=[m for m, _ in mounts.values()], grace_seconds=grace)
+
+
+def _volume(job: str, namespace: str, volume: dict[str, Any] | None, name: str, index: ObjectIndex) -> VolumeSpec:
+    if volume is None:
+        raise PlanError(f'Job {job}: a container mounts volume "{name}", which the pod does not define')
+    try:
+        files = volume_files(volume, index)
+    except MissingVolumeSource as exc:
+        raise PlanError(f"Job {job}: {exc}") from None
+    if files is not None:
+        return VolumeSpec(name=name, kind="files", files=files)
+    if "emptyDir" in volume:
+        empty = volume["emptyDir"] or {}
+        size = empty.get("sizeLimit")
+        return VolumeSpec(name=name, kind="emptyDir", medium=empty.get("medium", ""),
+                          size_limit=int(parse_quantity(size)) if size else None)
+    if "hostPath" in volume:
+        return VolumeSpec(name=name, kind="hostPath", path=volume["hostPath"]["path"],
+                          host_type=volume["hostPath"].get("type", ""))
+    if "persistentVolumeClaim" in volume:
+        claim = volume["persistentVolumeClaim"]["claimName"]
+        if index.get("PersistentVolumeClaim", claim) is None:
+            raise PlanError(f'Job {job}: volume "{name}" uses PersistentVolumeClaim "{claim}", which is not in '
+                            "the rendering (its pods would stay Pending)")
+        return VolumeSpec(name=name, kind="claim", path=f"{namespace}/{claim}")
+    kind = next((k for k in volume if k != "name"), "unknown")
+    raise PlanError(f'Job {job}: volume "{name}" is a {kind} volume; a local run emulates configMap, secret, '
+                    "emptyDir, hostPath and persistentVolumeClaim volumes")
+

@@ -1,0 +1,247 @@
+"""One emulated pod: a sandbox process holding its namespaces, and its containers' processes.
+
+The sandbox is `_holder.py`, started in the pod's network namespace inside new UTS, mount and
+PID namespaces (see its docstring for what it mounts). Containers join it with `nsenter`, run the
+host's programs with the container's resolved env, and write their output to a log per
+container (optionally echoed, prefixed with the pod, as `kubectl logs --prefix` would).
+
+The holder keeps a pipe from this process on its stdin: if this process dies in any way, the
+holder sees EOF and takes every process of the pod down with it. Processes are only ever
+signalled by PID.
+"""
+
+import base64
+import ipaddress
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable
+
+from .plan import ContainerSpec, PodSpec
+
+HOLDER = Path(__file__).with_name("_holder.py")
+READY_TIMEOUT = 30.0
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+_TCP_STATES = {"01": "established", "02": "connecting", "0A": "listening"}
+
+
+def _address(hex_address: str) -> tuple[str, int]:
+    host, port = hex_address.split(":")
+    raw = bytes.fromhex(host)
+    if len(raw) == 4:
+        ip = ".".join(str(b) for b in reversed(raw))
+    else:
+        address = ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+        ip = str(address.ipv4_mapped or address)
+    return ip, int(port, 16)
+
+
+def tcp_sockets(pid: int) -> list[tuple[str, tuple[str, int], tuple[str, int]]]:
+    """(state, local, remote) of the TCP sockets in the network namespace of `pid`."""
+    found = []
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            state = _TCP_STATES.get(fields[3])
+            if state:
+                found.append((state, _address(fields[1]), _address(fields[2])))
+    return found
+
+
+def exit_code(returncode: int) -> int:
+    """A container's exit code as Kubernetes reports it: 128+N when killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class LogPump(threading.Thread):
+    """Copies a container's output to its log file, and line by line to `echo` if given."""
+
+    def __init__(self, stream: IO[bytes], log_path: Path, prefix: str, echo: Callable[[str], None] | None):
+        super().__init__(daemon=True)
+        self.stream, self.log_path, self.prefix, self.echo = stream, log_path, prefix, echo
+
+    def run(self) -> None:
+        with open(self.log_path, "ab") as log:
+            for line in iter(self.stream.readline, b""):
+                log.write(line)
+                log.flush()
+                if self.echo:
+                    self.echo(f"{self.prefix}{line.decode(errors='replace').rstrip()}")
+        self.stream.close()
+
+
+@dataclass
+class ContainerRun:
+    spec: ContainerSpec
+    process: subprocess.Popen
+    pump: LogPump
+    log_path: Path
+    started: float
+    finished: float | None = None
+    exit_code: int | None = None
+
+    def poll(self) -> int | None:
+        if self.exit_code is None:
+            code = self.process.poll()
+            if code is not None:
+                self.exit_code = exit_code(code)
+                self.finished = time.monotonic()
+        return self.exit_code
+
+
+@dataclass
+class Sandbox:
+    """The namespaces, root filesystem and volumes of one pod attempt."""
+
+    spec: PodSpec
+    scratch: Path
+    log_dir: Path
+    claims: Path  # where PersistentVolumeClaims live: one shared directory per claim
+    process: subprocess.Popen | None = None
+    holder_pid: int | None = None
+    containers: list[ContainerRun] = field(default_factory=list)
+    _stopping: bool = False
+
+    def config(self) -> dict:
+        volumes = {}
+        for name, v in self.spec.volumes.items():
+            entry: dict = {"kind": v.kind}
+            if v.kind == "files":
+                entry["files"] = {rel: [base64.b64encode(content).decode(), mode]
+                                  for rel, (content, mode) in v.files.items()}
+            elif v.kind == "emptyDir":
+                entry.update(medium=v.medium, size_limit=v.size_limit)
+            elif v.kind == "claim":
+                claim = self.claims / v.path
+                claim.mkdir(parents=True, exist_ok=True)
+                entry = {"kind": "hostPath", "path": str(claim), "type": "Directory"}
+            else:
+                entry.update(path=v.path, type=v.host_type)
+            volumes[name] = entry
+        etc = Path("/etc/netns") / self.spec.slot.netns
+        return {
+            "hostname": self.spec.slot.hostname,
+            "scratch": str(self.scratch),
+            "pivot_root": shutil.which("pivot_root") or "/sbin/pivot_root",
+            "etc_files": {f"/etc/{name}": str(etc / name) for name in ("hosts", "resolv.conf", "hostname")},
+            "volumes": volumes,
+            "mounts": [{"volume": m.volume, "path": m.path, "sub_path": m.sub_path, "read_only": m.read_only}
+                       for m in self.spec.mounts],
+            "workdirs": sorted({c.workdir for c in self.spec.containers}),
+            "grace_seconds": self.spec.grace_seconds,
+        }
+
+    def start(self) -> None:
+        """Start the holder; `wait_ready` waits for its namespaces and filesystem."""
+        self.scratch.mkdir(parents=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        command = ["ip", "netns", "exec", self.spec.slot.netns,
+                   "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
+                   "--", sys.executable, "-I", "-S", str(HOLDER)]
+        with open(self.log_dir / "sandbox.log", "ab") as err:
+            # A session of its own: a Ctrl-C at the terminal reaches run-local only, which stops pods in order.
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
+                                            start_new_session=True)
+        self.process.stdin.write((json.dumps(self.config()) + "\n").encode())
+        self.process.stdin.flush()  # stdin stays open: closing it stops the pod
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            readable, _, _ = select.select([self.process.stdout], [], [], max(0.0, remaining))
+            if not readable:
+                raise SandboxError(f"the pod sandbox did not start within {timeout:.0f}s; see {self.log_dir / 'sandbox.log'}")
+            chunk = os.read(self.process.stdout.fileno(), 4096)
+            if not chunk:
+                tail = (self.log_dir / "sandbox.log").read_text(errors="replace").strip()[-2000:]
+                raise SandboxError(f"the pod sandbox exited while starting: {tail or 'no message'}")
+            line += chunk
+        message = json.loads(line)
+        if "error" in message:
+            raise SandboxError(f"the pod sandbox could not be set up: {message['error']}")
+        self.holder_pid = int(message["pid"])
+
+    def run(self, container: ContainerSpec, echo: Callable[[str], None] | None, prefix: str) -> ContainerRun:
+        """Start a container: the pod's namespaces, the container's env and working directory."""
+        log_path = self.log_dir / f"{container.name}.log"
+        command = ["nsenter", "-t", str(self.holder_pid), "--net", "--mount", "--uts", "--pid", "--",
+                   "/bin/sh", "-c", 'cd "$0" && exec "$@"', container.workdir, *container.argv]
+        process = subprocess.Popen(command, env=container.env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        pump = LogPump(process.stdout, log_path, prefix, echo)
+        pump.start()
+        run = ContainerRun(spec=container, process=process, pump=pump, log_path=log_path, started=time.monotonic())
+        self.containers.append(run)
+        return run
+
+    def begin_stop(self) -> None:
+        """Ask the holder to stop the pod: SIGTERM to its processes, SIGKILL after the grace period."""
+        if self._stopping or self.process is None:
+            return
+        self._stopping = True
+        if self.holder_pid and self.process.poll() is None:
+            try:
+                os.kill(self.holder_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+
+    def stopped(self) -> bool:
+        """True once the holder and every container process have exited."""
+        return (self.process is None or self.process.poll() is not None) and all(
+            c.process.poll() is not None for c in self.containers)
+
+    def kill(self) -> None:
+        """SIGKILL the holder (the kernel then kills every process of the pod) and its launcher, by PID."""
+        for proc, pid in ((self.process, self.holder_pid), (self.process, self.process.pid if self.process else None)):
+            if pid and proc is not None and proc.poll() is None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def cleanup(self) -> None:
+        """After `stopped()`: collect exit codes, finish the logs, remove the scratch directory."""
+        for c in self.containers:
+            try:
+                c.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                c.process.kill()
+                c.process.wait()
+            c.poll()
+            c.pump.join(timeout=5)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            if self.process.stdout:
+                self.process.stdout.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        sandbox_log = self.log_dir / "sandbox.log"
+        if sandbox_log.exists() and sandbox_log.stat().st_size == 0:
+            sandbox_log.unlink()

@@ -1,0 +1,40 @@
+"""run-local refuses plainly when the machine cannot run pods; helpers of the pod sandbox."""
+
+import os
+from pathlib import Path
+
+from components import cli
+from components.localrun import _holder, host_problems
+from components.localrun.pods import _address
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_run_local_says_plainly_that_it_needs_root(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli.main(["run-local", str(REPO / "stacks" / "__main__.py")]) == 2
+    err = capsys.readouterr().err
+    assert "error: run-local needs root: it creates network namespaces, a bridge and mounts" in err
+
+
+def test_missing_commands_name_their_package(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda cmd: None if cmd == "nsenter" else f"/usr/bin/{cmd}")
+    monkeypatch.setattr(os.path, "exists", lambda path: False)
+    assert any("nsenter (package util-linux)" in p for p in host_problems())
+
+
+def test_mount_paths_resolve_symlinks_inside_the_pod_root(tmp_path):
+    root = tmp_path / "root"
+    (root / "run").mkdir(parents=True)
+    (root / "var").mkdir()
+    (root / "var" / "run").symlink_to("/run")  # absolute: must stay inside the root
+    (root / "lib").symlink_to("usr/lib")
+    assert _holder.resolve(str(root), "/var/run/secrets/x") == f"{root}/run/secrets/x"
+    assert _holder.resolve(str(root), "/lib/../etc") == f"{root}/usr/etc"
+    assert _holder.resolve(str(root), "/../../etc") == f"{root}/etc"
+
+
+def test_mountinfo_escapes_and_proc_net_addresses():
+    assert _holder._unescape(r"/mnt/with\040space") == "/mnt/with space"
+    assert _address("0100007F:1F90") == ("127.0.0.1", 8080)
+    assert _address("0000000000000000FFFF00000302090A:7530") == ("10.9.2.3", 30000)
