@@ -8,13 +8,14 @@ OUT ?= rendered/$(STACK)
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,e2e]'
 	touch $@
 
 render: $(VENV)/.installed
 	$(VENV)/bin/trainjobs render stacks/__main__.py --stack $(STACK) --out $(OUT)
 
 test: $(VENV)/.installed
+	scripts/install-e2e-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

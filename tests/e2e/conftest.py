@@ -1,0 +1,108 @@
+"""End-to-end tests: stack program -> render -> `trainjobs run-local` -> real processes in emulated pods.
+
+They need root (namespaces, a bridge, mounts) and, for the torch ones, torch in this environment.
+Without them the tests are skipped with the reason, except under CI (`CI=true`), where a missing
+prerequisite fails them: CI must really run them. `make test` installs what they need.
+
+After each test the machine must hold no network namespace, link, /etc/netns entry, run state or
+pod process that was not there before. The suite's own duration is reported at the end of the run.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from components.localrun import host_problems
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _unavailable(reason: str) -> None:
+    if in_ci():
+        pytest.fail(f"CI=true and the end-to-end tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def host_ready() -> None:
+    problems = host_problems()
+    if problems:
+        _unavailable("; ".join(problems))
+
+
+@pytest.fixture(scope="session")
+def torch_ready(host_ready) -> None:
+    if importlib.util.find_spec("torch") is None:
+        _unavailable(f"torch is not installed in {sys.prefix}: pip install -e '.[e2e]' (`make test` does)")
+
+
+def _host_state() -> dict:
+    def lines(*cmd: str) -> list[str]:
+        return sorted(subprocess.run(cmd, capture_output=True, text=True).stdout.split("\n"))
+
+    def listing(path: str) -> list[str] | None:
+        return sorted(os.listdir(path)) if os.path.isdir(path) else None
+
+    holders = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and b"localrun/_holder.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                holders.append(pid)
+        except OSError:
+            pass
+    return {
+        "network namespaces": lines("ip", "netns", "list"),
+        "links": sorted(line.split(":")[1].split("@")[0].strip() for line in lines("ip", "-o", "link", "show")
+                        if ":" in line),
+        "/etc/netns": listing("/etc/netns"),
+        "/run/trainjobs": listing("/run/trainjobs"),
+        "/run/netns": listing("/run/netns"),
+        "pod holder processes": holders,
+    }
+
+
+@pytest.fixture(autouse=True)
+def leaves_nothing_behind(host_ready):
+    """Every run-local removes all it created, whatever the outcome."""
+    before = _host_state()
+    yield
+    deadline = time.monotonic() + 5
+    after = _host_state()
+    while after != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = _host_state()
+    changed = {key: {"before": before[key], "after": after[key]} for key in before if before[key] != after[key]}
+    assert not changed, f"left behind on the host: {changed}"
+
+
+# --- the suite's own duration -------------------------------------------------------------------
+
+_e2e_reports: list = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.nodeid.startswith("tests/e2e/"):
+        _e2e_reports.append(report)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _e2e_reports:
+        return
+    start = min(r.start for r in _e2e_reports)
+    stop = max(r.stop for r in _e2e_reports)
+    calls = [r for r in _e2e_reports if r.when == "call"]
+    outcomes = {}
+    for r in _e2e_reports:
+        if r.when == "call" or r.outcome != "passed":
+            outcomes[r.nodeid] = r.outcome
+    counts = ", ".join(f"{sum(1 for o in outcomes.values() if o == k)} {k}"
+                       for k in ("passed", "failed", "skipped") if k in outcomes.values())
+    terminalreporter.write_sep("-", f"e2e suite: {len(outcomes)} tests ({counts}) in {stop - start:.1f}s "
+                                    f"(test calls {sum(r.duration for r in calls):.1f}s)")

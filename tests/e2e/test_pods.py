@@ -1,0 +1,87 @@
+"""The pod emulation and Job semantics, with plain commands: no training framework involved."""
+
+import os
+import signal
+import time
+
+from e2e_support import PROGRAMS, finish, run_local, start_local
+
+PODS = PROGRAMS / "pods" / "__main__.py"
+
+
+def wait_for(process, marker: str, count: int, timeout: float = 60) -> list[str]:
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while sum(marker in line for line in seen) < count and time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+    assert sum(marker in line for line in seen) >= count, "".join(seen)
+    return seen
+
+
+def test_pods_see_names_env_volumes_and_each_other_and_two_runs_do_not_collide(tmp_path):
+    started = time.monotonic()
+    first = start_local(PODS, "--stack", "sandbox", "--timeout", "60", run_dir=tmp_path / "a")
+    second = start_local(PODS, "--stack", "sandbox", "--timeout", "60", run_dir=tmp_path / "b")
+    runs = [finish(first, started, tmp_path / "a", 90), finish(second, started, tmp_path / "b", 90)]
+    for run in runs:
+        assert run.returncode == 0, run.output
+        assert not run.lines("PROBE FAIL"), run.output
+        assert len(run.lines("PROBE done")) == 3
+        assert len(run.lines("PROBE ok tcp to")) == 6
+    subnets = {run.output.split("subnet ")[1].split()[0] for run in runs}
+    assert len(subnets) == 2, subnets
+    # Writes outside volumes stay in the pod's overlay; new top-level mount points are not on the host.
+    assert not os.path.exists("/e2e-scratch")
+    assert not [f for f in os.listdir("/etc") if f.startswith("e2e-written-by-")]
+
+
+def test_a_failed_pod_fails_the_job_and_stops_the_others(tmp_path):
+    run = run_local(PODS, "--stack", "fail-fast", "--timeout", "60", run_dir=tmp_path, timeout=90)
+    assert run.returncode == 1, run.output
+    assert run.seconds < 20
+    by_index = {p["index"]: p for p in run.pods()}
+    assert by_index[1]["phase"] == "Failed" and by_index[1]["exit_code"] == 3
+    assert by_index[0]["phase"] == by_index[2]["phase"] == "Stopped"
+    assert by_index[0]["exit_code"] == by_index[2]["exit_code"] == 143  # SIGTERM
+    assert f"pod {by_index[1]['name']} (index 1) failed: container node exited 3" in run.output
+    assert "index 1 gives up" in run.output  # the failing pod's log is shown
+
+
+def test_timeout_stops_every_pod(tmp_path):
+    run = run_local(PODS, "--stack", "hang", "--timeout", "3", run_dir=tmp_path, timeout=60)
+    assert run.returncode == 124, run.output
+    assert 3 <= run.seconds < 15
+    assert "TIMED OUT: timed out after 3s with pods still running" in run.output
+    assert [p["phase"] for p in run.pods()] == ["Stopped", "Stopped"]
+
+
+def test_ctrl_c_stops_every_pod_and_cleans_up(tmp_path):
+    started = time.monotonic()
+    process = start_local(PODS, "--stack", "hang", "--timeout", "60", run_dir=tmp_path, new_session=True)
+    wait_for(process, " started", 2)
+    os.killpg(process.pid, signal.SIGINT)  # as a Ctrl-C at a terminal: the whole foreground process group
+    run = finish(process, started, tmp_path, 30)
+    assert run.returncode == 130, run.output
+    assert "INTERRUPTED: interrupted by SIGINT" in run.output
+
+
+def test_a_killed_run_takes_its_pods_down_and_the_next_run_removes_its_network(tmp_path):
+    from components.localrun.network import STATE_DIR, sweep_stale
+
+    process = start_local(PODS, "--stack", "hang", "--timeout", "60", run_dir=tmp_path)
+    wait_for(process, " started", 2)
+    state = next(STATE_DIR.glob("tj-*.json"))
+    process.kill()  # no chance to clean up
+    process.wait(10)
+    process.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            b"sleep\x00300" in open(f"/proc/{p}/cmdline", "rb").read() for p in os.listdir("/proc")
+            if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")):
+        time.sleep(0.1)
+    assert time.monotonic() < deadline, "the pods' processes outlived their owner"
+    assert state.exists()  # its network is still there until the next run
+    assert state.stem in sweep_stale()
