@@ -23,7 +23,7 @@ def files(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("stack, tree_lines, count", [
-    ("dev", ["├─ TorchTrainJob llama-finetune", "   └─ Job mnist-ddp-node-0  (2 pods)"], 4),
+    ("dev", ["├─ TorchTrainJob llama-finetune", "   └─ Job mnist-ddp-node-0  (2 pods)"], 5),
     ("hpc", ["├─ DeepSpeedTrainJob ds-finetune", "   ├─ Job pi-launcher-0  (1 pods)", "   ├─ Job pi-node-0  (3 pods)",
              "   └─ PrivateKey pi-ssh-key"], 10),
 ])
