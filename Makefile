@@ -1,20 +1,29 @@
 # The two set-up commands of the README: `make render` and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STACK ?= dev
 OUT ?= rendered/$(STACK)
 
 .PHONY: render test clean
 
-$(VENV)/.installed: pyproject.toml
+$(PY):
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,e2e]'
+
+# The library alone: enough to render.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) -e .
+	touch $@
+
+# Test tools and what the end-to-end tests run in emulated pods (torch's CPU build, ...).
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(PIP) -e '.[test,e2e]'
 	touch $@
 
 render: $(VENV)/.installed
 	$(VENV)/bin/trainjobs render stacks/__main__.py --stack $(STACK) --out $(OUT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
