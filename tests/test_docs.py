@@ -1,0 +1,28 @@
+"""The documentation names every argument of every component and every runtime field."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+import components
+from components.component import TrainJobComponent
+
+DOCS = (Path(__file__).resolve().parent.parent / "docs" / "components.md").read_text()
+DOCUMENTED = set(re.findall(r"`([a-z_]+)`", DOCS))
+MODELS = [getattr(components, name).args_type for name in components.__all__
+          if isinstance(getattr(components, name), type) and issubclass(getattr(components, name), TrainJobComponent)]
+MODELS += [components.PodTemplate, components.Initializer, components.ExtraRole, components.MpiRuntime,
+           components.TorchTuneRuntime, components.JaxRuntime, components.TorchRuntime]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+def test_every_argument_is_documented(model):
+    missing = sorted(set(model.model_fields) - DOCUMENTED)
+    assert not missing, f"{model.__name__} arguments missing from docs/components.md: {missing}"
+
+
+def test_every_component_has_a_section():
+    headings = " ".join(re.findall(r"^## (.+)$", DOCS, re.M))
+    missing = [name for name in components.__all__ if name.endswith("TrainJob") and name not in headings]
+    assert not missing, f"components without a section in docs/components.md: {missing}"
