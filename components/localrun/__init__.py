@@ -26,7 +26,7 @@ from .plan import PlanError, select
 
 EXIT_USAGE = 2
 REQUIRED_COMMANDS = {"ip": "iproute2", "unshare": "util-linux", "nsenter": "util-linux",
-                     "pivot_root": "util-linux", "umount": "mount"}
+                     "pivot_root": "util-linux", "setpriv": "util-linux", "umount": "mount"}
 DEFAULT_TIMEOUT = 900.0
 DEFAULT_MAX_GRACE = 5.0
 

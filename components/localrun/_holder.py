@@ -25,6 +25,7 @@ import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -143,8 +144,29 @@ def ensure_mountpoint(root: str, path: str, is_dir: bool, scratch: str, overlays
         open(target, "a").close()
 
 
-def materialize(volumes: dict, scratch: str) -> dict[str, str]:
-    """Each volume as a host path to bind from."""
+def own(path: str, fs_group: int | None, read_only: bool) -> None:
+    """What the kubelet does to a volume for the pod's fsGroup: group-owned, group-readable (and
+    writable unless read-only), directories setgid."""
+    if fs_group is None:
+        return
+    for directory, _, files in os.walk(path):
+        for p in [directory] + [os.path.join(directory, f) for f in files]:
+            st = os.lstat(p)
+            os.lchown(p, -1, fs_group)
+            if stat.S_ISLNK(st.st_mode):
+                continue  # a link's mode means nothing; its target is changed on its own
+            mask = 0o440 if read_only else 0o660
+            if stat.S_ISDIR(st.st_mode):
+                mask |= 0o2110
+            os.chmod(p, (st.st_mode & 0o7777) | mask)
+
+
+def materialize(volumes: dict, scratch: str, fs_group: int | None = None) -> dict[str, str]:
+    """Each volume as a host path to bind from.
+
+    As the kubelet: an emptyDir is world-writable (0777); with an fsGroup, emptyDir, ConfigMap and
+    Secret volumes are group-owned by it and group-readable (`own`). hostPath volumes are untouched.
+    """
     paths: dict[str, str] = {}
     for name, volume in volumes.items():
         kind = volume["kind"]
@@ -176,6 +198,9 @@ def materialize(volumes: dict, scratch: str) -> dict[str, str]:
                 with open(path, "wb") as f:
                     f.write(base64.b64decode(content))
                 os.chmod(path, mode)
+        if kind == "emptyDir":
+            os.chmod(directory, 0o777)
+        own(directory, fs_group, read_only=kind == "files")
         paths[name] = directory
     return paths
 
@@ -202,7 +227,7 @@ def build_root(config: dict) -> None:
         ensure_mountpoint(root, dest, False, scratch, overlays)
         mount(source, resolve(root, dest), None, MS_BIND)
 
-    sources = materialize(config.get("volumes", {}), scratch)
+    sources = materialize(config.get("volumes", {}), scratch, config.get("fs_group"))
     for m in sorted(config.get("mounts", []), key=lambda m: m["path"].rstrip("/").count("/")):
         source = sources[m["volume"]]
         if m.get("sub_path"):

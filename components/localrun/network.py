@@ -101,7 +101,9 @@ def hosts_file(me: PodSlot, pods: list[PodSlot]) -> str:
 
     nss_files applies no search list, so each name a pod may use is listed: `<host>.<subdomain>`
     (same namespace only, as the search list allows in a cluster), `.<ns>`, `.<ns>.svc` and the
-    full `.<ns>.svc.cluster.local`. The headless Service's own name lists all its pods' addresses.
+    full `.<ns>.svc.cluster.local`, plus what the pod's own `dnsConfig.searches` domains make of
+    them (with `<subdomain>.<ns>.svc.cluster.local` there, the bare `<host>` of every pod). The
+    headless Service's own name lists all its pods' addresses.
     """
     lines = ["# Kubernetes-managed hosts file, as trainjobs run-local emulates it.",
              "127.0.0.1\tlocalhost",
@@ -121,7 +123,8 @@ def hosts_file(me: PodSlot, pods: list[PodSlot]) -> str:
             continue
         if pod.namespace != me.namespace:
             names = names[1:]
-        lines.append(f"{pod.ip}\t{' '.join(reversed(names))}")
+        shorter = [short for short in _searched(names[-1], me.searches) if short not in names]
+        lines.append(f"{pod.ip}\t{' '.join([*reversed(names), *shorter])}")
     for pod in pods:
         if pod.published:
             service = [f"{pod.subdomain}.{pod.namespace}.svc.{CLUSTER_DOMAIN}", f"{pod.subdomain}.{pod.namespace}.svc",
@@ -130,9 +133,16 @@ def hosts_file(me: PodSlot, pods: list[PodSlot]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _searched(fqdn: str, searches: tuple[str, ...]) -> list[str]:
+    """The shorter names of `fqdn` that a resolver completes with one of `searches`."""
+    return [fqdn[:-len(domain) - 1] for domain in searches if fqdn.endswith("." + domain.strip("."))]
+
+
 def resolv_conf(me: PodSlot) -> str:
     ns = me.namespace
-    return (f"search {ns}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}\n"
+    default = [f"{ns}.svc.{CLUSTER_DOMAIN}", f"svc.{CLUSTER_DOMAIN}", CLUSTER_DOMAIN]
+    searches = default + [s for s in me.searches if s not in default]
+    return (f"search {' '.join(searches)}\n"
             "nameserver 127.0.0.1\n"
             "options ndots:5 timeout:1 attempts:1\n")
 

@@ -32,6 +32,52 @@ class ContainerSpec:
     argv: tuple[str, ...]
     env: dict[str, str]
     workdir: str
+    user: "Identity | None" = None  # None: root, as the emulator itself
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a container's processes run as: `runAsUser`, `runAsGroup` and the supplementary groups."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+
+def identity(pod_context: dict[str, Any] | None, container_context: dict[str, Any] | None) -> Identity | None:
+    """The container's user as the kubelet and container runtime set it, or None for root.
+
+    The container's securityContext overrides the pod's. Without `runAsGroup` the group is the
+    user's primary group in this machine's /etc/passwd (standing in for the image's), else 0. The
+    supplementary groups are the pod's `fsGroup` and `supplementalGroups` plus the user's groups in
+    /etc/group.
+    """
+    pod_context, container_context = pod_context or {}, container_context or {}
+    uid = container_context.get("runAsUser", pod_context.get("runAsUser"))
+    if uid is None or int(uid) == 0:
+        return None
+    uid = int(uid)
+    try:
+        account = pwd.getpwuid(uid)
+    except KeyError:
+        account = None
+    gid = container_context.get("runAsGroup", pod_context.get("runAsGroup"))
+    gid = int(gid) if gid is not None else (account.pw_gid if account else 0)
+    groups = [int(g) for g in ([pod_context["fsGroup"]] if pod_context.get("fsGroup") is not None else [])
+              + list(pod_context.get("supplementalGroups") or [])]
+    if account:
+        groups += os.getgrouplist(account.pw_name, gid)
+    return Identity(uid, gid, tuple(dict.fromkeys(g for g in groups if g != gid)))
+
+
+def home_of(user: Identity | None) -> str | None:
+    """HOME as the container runtime sets it: the user's home in /etc/passwd, else `/`."""
+    if user is None:
+        return None
+    try:
+        return pwd.getpwuid(user.uid).pw_dir
+    except KeyError:
+        return "/"
 
 
 @dataclass(frozen=True)
@@ -71,6 +117,7 @@ class PodSlot:
     labels: dict[str, str]
     indexed: bool
     published: bool = False  # a headless Service named like the subdomain selects it: it has DNS names
+    searches: tuple[str, ...] = ()  # the pod's dnsConfig.searches, appended to its DNS search list
     ip: str = ""
     netns: str = ""
 
@@ -93,6 +140,7 @@ class PodSpec:
     volumes: dict[str, VolumeSpec]
     mounts: list[MountSpec]
     grace_seconds: float
+    fs_group: int | None = None  # the pod's securityContext.fsGroup: group owner of its volumes
 
 
 @dataclass
@@ -209,7 +257,8 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
         view = pod_view(job, i, index, reveal=False)
         hostname = view.hostname if indexed else f"{name}-{i}"
         slots.append(PodSlot(job=name, index=i, hostname=hostname, namespace=namespace,
-                             subdomain=_pod_spec_of(job).get("subdomain"), labels=view.labels, indexed=indexed))
+                             subdomain=_pod_spec_of(job).get("subdomain"), labels=view.labels, indexed=indexed,
+                             searches=tuple((_pod_spec_of(job).get("dnsConfig") or {}).get("searches") or ())))
     job_spec = JobSpec(name=name, namespace=namespace, manifest=job, completions=completions,
                        parallelism=min(parallelism, completions), backoff_limit=int(spec.get("backoffLimit", 6)),
                        active_deadline_seconds=spec.get("activeDeadlineSeconds"), indexed=indexed,
@@ -275,11 +324,12 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
         if not resolved.command:
             raise PlanError(f'{where} "{raw["name"]}" has no command: without its image, the image\'s entrypoint '
                             "cannot run here; give the container a command")
-        env = {**base_env(slot.hostname), **resolved.env}
+        user = identity(spec.get("securityContext"), raw.get("securityContext"))
+        env = {**base_env(slot.hostname), **({"HOME": home_of(user)} if user else {}), **resolved.env}
         if not job.indexed:
             env.pop("JOB_COMPLETION_INDEX", None)
         return ContainerSpec(name=raw["name"], kind=kind, argv=tuple(argv), env=env,
-                             workdir=raw.get("workingDir") or "/")
+                             workdir=raw.get("workingDir") or "/", user=user)
 
     containers = []
     for raw, resolved in zip(spec.get("initContainers", []), view.init_containers):
@@ -310,11 +360,13 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
             # ConfigMap and Secret volumes are always read-only in Kubernetes.
             mounts[mount.path] = (MountSpec(mount.volume, mount.path, mount.sub_path, True), "")
 
+    fs_group = (spec.get("securityContext") or {}).get("fsGroup")
     grace = float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
     if max_grace is not None:
         grace = min(grace, max_grace)
     return PodSpec(slot=slot, name=pod_name, containers=containers, volumes=volumes,
-                   mounts=[m for m, _ in mounts.values()], grace_seconds=grace)
+                   mounts=[m for m, _ in mounts.values()], grace_seconds=grace,
+                   fs_group=int(fs_group) if fs_group is not None else None)
 
 
 def _volume(job: str, namespace: str, volume: dict[str, Any] | None, name: str, index: ObjectIndex) -> VolumeSpec:

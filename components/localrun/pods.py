@@ -146,6 +146,7 @@ class Sandbox:
                        for m in self.spec.mounts],
             "workdirs": sorted({c.workdir for c in self.spec.containers}),
             "grace_seconds": self.spec.grace_seconds,
+            "fs_group": self.spec.fs_group,
         }
 
     def start(self) -> None:
@@ -153,7 +154,7 @@ class Sandbox:
         self.scratch.mkdir(parents=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         command = ["ip", "netns", "exec", self.spec.slot.netns,
-                   "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
+                   "unshare", "--uts", "--ipc", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
                    "--", sys.executable, "-I", "-S", str(HOLDER)]
         with open(self.log_dir / "sandbox.log", "ab") as err:
             # A session of its own: a Ctrl-C at the terminal reaches run-local only, which stops pods in order.
@@ -184,8 +185,13 @@ class Sandbox:
     def run(self, container: ContainerSpec, echo: Callable[[str], None] | None, prefix: str) -> ContainerRun:
         """Start a container: the pod's namespaces, the container's env and working directory."""
         log_path = self.log_dir / f"{container.name}.log"
-        command = ["nsenter", "-t", str(self.holder_pid), "--net", "--mount", "--uts", "--pid", "--",
-                   "/bin/sh", "-c", 'cd "$0" && exec "$@"', container.workdir, *container.argv]
+        command = ["nsenter", "-t", str(self.holder_pid), "--net", "--mount", "--uts", "--ipc", "--pid", "--"]
+        if container.user:  # runAsUser/runAsGroup, fsGroup and supplementalGroups as extra groups
+            user = container.user
+            groups = ",".join(map(str, user.groups))
+            command += ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}",
+                        f"--groups={groups}" if groups else "--clear-groups", "--"]
+        command += ["/bin/sh", "-c", 'cd "$0" && exec "$@"', container.workdir, *container.argv]
         process = subprocess.Popen(command, env=container.env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         pump = LogPump(process.stdout, log_path, prefix, echo)

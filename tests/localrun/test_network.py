@@ -37,3 +37,16 @@ def test_subnets_avoid_the_hosts_networks_and_fit_the_pods():
         net = pick_subnet(300, avoid=taken)
         assert not net.overlaps(taken[0])
         assert net.num_addresses - 3 >= 300 and net.prefixlen == 23
+
+
+def test_dns_config_searches_extend_the_search_list_and_the_names_it_completes():
+    """A pod's dnsConfig.searches make bare hostnames resolvable there, as a cluster's DNS would."""
+    me = slot("job-launcher-0-0", "10.9.0.2", namespace="hpc")
+    me.searches = ("job.hpc.svc.cluster.local",)
+    worker = slot("job-node-0-0", "10.9.0.3", namespace="hpc")
+    assert resolv_conf(me).startswith("search hpc.svc.cluster.local svc.cluster.local cluster.local "
+                                      "job.hpc.svc.cluster.local\n")
+    assert ("10.9.0.3\tjob-node-0-0.job.hpc.svc.cluster.local job-node-0-0.job.hpc.svc job-node-0-0.job.hpc "
+            "job-node-0-0.job job-node-0-0\n") in hosts_file(me, [me, worker])
+    # Without that search domain, another pod's bare name does not resolve.
+    assert " job-launcher-0-0\n" not in hosts_file(worker, [me, worker])

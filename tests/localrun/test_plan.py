@@ -114,3 +114,27 @@ def test_volume_files_keep_binary_content_and_modes():
         "blob": (b"\x00\xff\x10", 0o400), "text": (b"t", 0o400)}
     assert volume_files({"name": "v", "configMap": {"name": "c"}}, index) == {"a": (b"1", 0o644), "b": (b"\x00\x01", 0o644)}
     assert volume_files({"name": "v", "emptyDir": {}}, index) is None
+
+
+def test_security_context_sets_the_user_groups_and_home_and_fs_group_owns_the_volumes():
+    import os
+    import pwd
+
+    account = next((a for a in pwd.getpwall() if a.pw_uid >= 1000 and os.path.isdir(a.pw_dir)), None)
+    if account is None:
+        pytest.skip("no unprivileged account with a home directory on this machine")
+    found = objects(("secure", {"security_context": {"runAsUser": account.pw_uid, "runAsGroup": 4242,
+                                                     "fsGroup": 4343, "supplementalGroups": [4444]},
+                                "env": {"A": "1"}}))
+    selection = select(found)
+    job = selection.jobs[0]
+    spec = pod_spec(job, job.slots[0], ObjectIndex(found), suffix="abcde")
+    node = next(c for c in spec.containers if c.kind == "main")
+    assert (node.user.uid, node.user.gid) == (account.pw_uid, 4242)
+    assert node.user.groups[:2] == (4343, 4444)
+    assert node.env["HOME"] == account.pw_dir
+    assert spec.fs_group == 4343
+    plain = objects(("plain", {}))
+    job = select(plain).jobs[0]
+    root = pod_spec(job, job.slots[0], ObjectIndex(plain), suffix="abcde")
+    assert all(c.user is None for c in root.containers) and root.fs_group is None
