@@ -6,8 +6,8 @@ when there are hosts besides the launcher, node Job `N-node-0` whose pods run ss
 
 Lifecycle without an operator:
 - the launcher pod's init container waits, up to `launcher_wait_timeout_seconds`, until every host in
-  the hostfile resolves and accepts an SSH login with the job's key, and fails naming the hosts it
-  could not reach;
+  the hostfile resolves and accepts an SSH login with the job's key; on the deadline it fails naming
+  each host it could not reach and why, and tells the workers that came up to exit 1;
 - when the launcher's command ends, it tells every node pod its exit code over SSH; node pods then stop
   sshd and exit with that code, so success completes every Job and failure fails them.
 """
@@ -103,7 +103,7 @@ def launcher_env(implementation: str, slots: int, ssh: str, as_root: bool) -> li
             "OMPI_MCA_orte_set_default_slots": str(slots),
             "OMPI_MCA_plm_rsh_args": ssh,
             "PRTE_MCA_prte_default_hostfile": HOSTFILE,
-            "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+            "PRTE_MCA_prte_keep_fqdn_hostnames": "false",
             "PRTE_MCA_prte_set_default_slots": str(slots),
             "PRTE_MCA_plm_ssh_args": ssh,
         }
@@ -153,23 +153,37 @@ def ssh_volume(name: str, as_root: bool) -> dict[str, Any]:
 
 
 _WAIT_FOR_HOSTS = r"""
-deadline=$(( $(date +%s) + $1 )); shift; ssh_opts=$1; shift; self=$1; shift
-pending="$*"
-until [ -z "$pending" ]; do
-  left=""
+timeout=$1; deadline=$(( $(date +%s) + $1 )); shift; ssh_opts=$1; shift; self=$1; shift
+pending="$*"; reachable=""
+while :; do
+  left=""; why=""
   for h in $pending; do
-    if [ "$h" = "$self" ]; then getent hosts "$h" >/dev/null || left="$left $h"; continue; fi
-    getent hosts "$h" >/dev/null && ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=3 "$h" true </dev/null >/dev/null 2>&1 || left="$left $h"
+    if ! getent hosts "$h" >/dev/null; then
+      left="$left $h"; why="$why
+  $h: the name does not resolve"; continue
+    fi
+    [ "$h" = "$self" ] && continue
+    # One connection attempt per round (the first -o given wins), so the deadline holds.
+    if out=$(ssh -o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" true </dev/null 2>&1 >/dev/null); then
+      reachable="$reachable $h"
+    else
+      left="$left $h"; why="$why
+  $h: $(printf '%s\n' "${out:-no SSH login}" | tail -n 1)"
+    fi
   done
   pending=$left
   [ -z "$pending" ] && break
   if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "MPI hosts not reachable (no DNS name or no SSH login) before the deadline:$pending" >&2; exit 1
+    echo "MPI hosts not reachable within ${timeout}s:$pending$why" >&2
+    for h in $reachable; do  # the job is over: the workers that came up end their pods too
+      ssh -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" "echo 1 > __CONTROL__/exit-code" </dev/null >/dev/null 2>&1 &
+    done
+    wait; exit 1
   fi
   sleep 1
 done
 echo "all MPI hosts reachable"
-""".strip()
+""".strip().replace("__CONTROL__", CONTROL_DIR)
 
 _LAUNCHER_EPILOGUE = r"""
 ssh_opts=$1; shift; workers=$1; shift
@@ -177,16 +191,22 @@ ssh_opts=$1; shift; workers=$1; shift
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
 rc=0; while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
 for h in $workers; do
-  ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=10 "$h" "echo $rc > __CONTROL__/exit-code" </dev/null \
-    || echo "could not tell $h that the launcher finished" >&2
+  { ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=10 "$h" "echo $rc > __CONTROL__/exit-code" </dev/null \
+      || echo "could not tell $h that the launcher finished" >&2; } &
 done
+wait
 exit $rc
 """.strip().replace("__CONTROL__", CONTROL_DIR)
 
 _NODE_WRAPPER = r"""
 "$@" & sshd=$!
 while kill -0 "$sshd" 2>/dev/null; do
-  if [ -s __CONTROL__/exit-code ]; then kill "$sshd"; exit "$(cat __CONTROL__/exit-code)"; fi
+  if [ -s __CONTROL__/exit-code ]; then
+    code=$(cat __CONTROL__/exit-code)
+    echo "the MPI launcher finished with exit code $code: stopping sshd" >&2
+    [ "$code" = 0 ] || sleep 3  # a failure: end after the launcher, whose own failure says what happened
+    kill "$sshd"; exit "$code"
+  fi
   sleep 1
 done
 echo "sshd exited before the launcher finished" >&2; exit 1
@@ -226,6 +246,11 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     if not as_root and not (launcher.security_context or {}).get("fsGroup"):
         issues.add("security_context", f"a non-root MPI job needs security_context.fsGroup so its user can read the "
                                        f"SSH key mounted at {mount}")
+    if as_root and (launcher.security_context or {}).get("fsGroup") is not None:
+        issues.add("security_context", f"an MPI job running as root must not set security_context.fsGroup: the "
+                                       f"kubelet then makes the private key at {mount}/id_rsa group-readable (0640) "
+                                       "and OpenSSH refuses a key its owner's group can read; run as a non-root "
+                                       "user (runAsUser) or drop fsGroup")
     if implementation != "OpenMPI" and not args.namespace:
         issues.add("namespace", f"{implementation} connects back to the launcher by its short hostname; set namespace "
                                 f"so pods get the DNS search domain {name}.<namespace>.svc.{args.cluster_domain}")
@@ -236,8 +261,14 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
         slots = gpus if gpus > 1 else 1
 
     hosts = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
+    launcher_host = core.pod_dns_name(name, LAUNCHER, 0)
+    if implementation != "OpenMPI":
+        # Intel MPI's Hydra starts its proxy on the launcher itself only when the hostfile names it as
+        # gethostname() does; with `N-launcher-0-0.N` it ssh's to itself, where no sshd runs (MPICH
+        # accepts either). The bare name resolves on the workers through the pods' DNS search domain.
+        launcher_host = launcher_host.split(".")[0]
     if launcher_is_node:
-        hosts.append(core.pod_dns_name(name, LAUNCHER, 0))
+        hosts.append(launcher_host)
     workers = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
     ssh = ssh_args(mount, runtime.ssh_port)
     dns_config = ({"searches": [f"{name}.{args.namespace}.svc.{args.cluster_domain}"]} if args.namespace else None)
@@ -257,7 +288,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     wait = {
         "name": "wait-for-hosts", "image": launcher.image,
         "command": ["/bin/sh", "-c", _WAIT_FOR_HOSTS, "wait-for-hosts", str(args.launcher_wait_timeout_seconds),
-                    ssh, core.pod_dns_name(name, LAUNCHER, 0), *hosts],
+                    ssh, launcher_host, *hosts],
         "volumeMounts": [key_mount, hostfile_mount],
     }
     if launcher.container_security_context:

@@ -71,7 +71,8 @@ def test_openmpi_launcher_env_has_orte_and_prrte_names():
         ("OMPI_MCA_orte_set_default_slots", "2"),
         ("OMPI_MCA_plm_rsh_args", SSH),
         ("PRTE_MCA_prte_default_hostfile", "/etc/mpi/hostfile"),
-        ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+        # false: with true, PRRTE does not see the launcher's own hostfile line as itself and ssh's to it.
+        ("PRTE_MCA_prte_keep_fqdn_hostnames", "false"),
         ("PRTE_MCA_prte_set_default_slots", "2"),
         ("PRTE_MCA_plm_ssh_args", SSH),
         ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
@@ -88,6 +89,19 @@ def test_intel_and_mpich_launcher_env():
     mpich = pod_spec(mpi({"mpi_implementation": "MPICH", "namespace": "hpc"}), "pi-launcher-0")
     assert env(mpich["containers"][0]) == {"HYDRA_HOST_FILE": "/etc/mpi/hostfile", "HYDRA_LAUNCHER_EXTRA_ARGS": SSH}
     assert mpich["dnsConfig"] == {"searches": ["pi.hpc.svc.cluster.local"]}
+
+
+@pytest.mark.parametrize("implementation", ["IntelMPI", "MPICH"])
+def test_hydra_names_the_launcher_as_its_hostname_does(implementation):
+    """Hydra forks its proxy on a host only when the hostfile names it as gethostname() does; the
+    bare name resolves on the workers through the DNS search domain the pods get."""
+    result = mpi({"mpi_implementation": implementation, "namespace": "hpc", "num_nodes": 3,
+                  "run_launcher_as_node": True})
+    assert hostfile(result) == "pi-node-0-0.pi:1\npi-node-0-1.pi:1\npi-launcher-0-0:1\n"
+    launcher = pod_spec(result, "pi-launcher-0")
+    assert launcher["dnsConfig"] == {"searches": ["pi.hpc.svc.cluster.local"]}
+    assert launcher["initContainers"][0]["command"][6:] == ["pi-launcher-0-0", "pi-node-0-0.pi", "pi-node-0-1.pi",
+                                                            "pi-launcher-0-0"]
 
 
 def test_hydra_implementations_need_the_namespace():
@@ -113,6 +127,27 @@ def test_launcher_as_node_needs_both_templates_for_more_than_one_host(missing):
     assert f'runtime "partial" has no {missing} template' in message
     if missing == "node":   # one host: the launcher alone is enough
         assert mpi({"num_nodes": 1, "runtime": runtime}).find(kind="Job", name="pi-node-0") == []
+
+
+def test_launcher_as_node_without_a_node_template_registers_nothing():
+    import pulumi
+    from components.testing import _EchoMocks, _RecordingMonitor
+    from pulumi.runtime import settings
+
+    mocks = _EchoMocks()
+    monitor = _RecordingMonitor(mocks)
+    settings.set_root_resource(None)
+    pulumi.runtime.set_mocks(mocks, project="p", stack="s", preview=False, monitor=monitor)
+
+    @pulumi.runtime.test
+    def program():
+        with pytest.raises(TrainJobError, match="must have 1 when MPI runtime with enabled run_launcher_as_node"):
+            MpiTrainJob("pi", {**BASE, "num_nodes": 2, "run_launcher_as_node": True,
+                               "runtime": MpiRuntime(name="no-node", node=None)})
+
+    program()
+    settings.set_root_resource(None)
+    assert monitor.registered == []
 
 
 def test_ssh_secret_and_key_pair():
@@ -155,6 +190,13 @@ def test_non_root_without_fs_group_is_rejected():
         mpi({"ssh_auth_mount_path": "/home/u/.ssh", "security_context": {"runAsUser": 1000}})
 
 
+def test_root_with_fs_group_is_rejected():
+    """With an fsGroup the kubelet adds group read to Secret files (0600 -> 0640); root's ssh then
+    refuses its key (seen in the emulated pods: the launcher's wait never gets a login)."""
+    with pytest.raises(TrainJobError, match="an MPI job running as root must not set security_context.fsGroup"):
+        mpi({"security_context": {"fsGroup": 2000}})
+
+
 def test_job_image_goes_to_launcher_and_workers_workers_keep_sshd():
     result = mpi({"num_nodes": 2, "image": "my/train:2"})
     launcher = pod_spec(result, "pi-launcher-0")
@@ -179,6 +221,39 @@ def test_launcher_waits_for_every_host_with_a_deadline():
     assert wait["name"] == "wait-for-hosts"
     assert wait["command"][3:] == ["wait-for-hosts", "45", SSH, "pi-launcher-0-0.pi",
                                    "pi-node-0-0.pi", "pi-node-0-1.pi", "pi-launcher-0-0.pi"]
+    script = wait["command"][2]
+    # One connection attempt per probe: ssh keeps the first value of an option, so this one must
+    # come before the rendered options (ConnectionAttempts=10 would stretch a round past the deadline).
+    assert 'ssh -o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" true' in script
+    assert 'echo "MPI hosts not reachable within ${timeout}s:$pending$why" >&2' in script
+    # On the deadline, the workers that did come up are told to end: no worker pod runs forever.
+    assert '"echo 1 > /var/run/trainjobs/exit-code"' in script
+
+
+def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path):
+    """The wait script itself, with stand-ins for getent and ssh: one host has no DNS name, one
+    refuses SSH; the deadline passes, both are named with their reason, the reachable one is told."""
+    import os
+    import subprocess
+
+    wait = pod_spec(mpi({"num_nodes": 3, "launcher_wait_timeout_seconds": 1}), "pi-launcher-0")["initContainers"][0]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "getent").write_text('#!/bin/sh\n[ "$2" != pi-node-0-1.pi ]\n')
+    (bin_dir / "ssh").write_text('#!/bin/sh\necho "$*" >> "$SSH_LOG"\n'
+                                 'case "$*" in *pi-node-0-2.pi*) echo "ssh: connect to host pi-node-0-2.pi '
+                                 'port 22: Connection refused" >&2; exit 255;; esac\n')
+    for tool in ("getent", "ssh"):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SSH_LOG": str(tmp_path / "ssh.log")}
+    done = subprocess.run(wait["command"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "MPI hosts not reachable within 1s: pi-node-0-1.pi pi-node-0-2.pi",
+        "  pi-node-0-1.pi: the name does not resolve",
+        "  pi-node-0-2.pi: ssh: connect to host pi-node-0-2.pi port 22: Connection refused"]
+    told = [line for line in (tmp_path / "ssh.log").read_text().splitlines() if "exit-code" in line]
+    assert len(told) == 1 and "pi-node-0-0.pi echo 1 > /var/run/trainjobs/exit-code" in told[0]
 
 
 def test_launcher_tells_workers_its_exit_code():
@@ -186,6 +261,22 @@ def test_launcher_tells_workers_its_exit_code():
     assert launcher["command"][:2] == ["/bin/sh", "-c"]
     assert launcher["command"][3:6] == ["mpi-launcher", SSH, "pi-node-0-0.pi pi-node-0-1.pi"]
     assert 'echo $rc > /var/run/trainjobs/exit-code' in launcher["command"][2]
+
+
+def test_workers_end_with_the_launchers_exit_code(tmp_path):
+    """The worker wrapper in a shell: it runs sshd (here a sleep) until the launcher's exit code
+    arrives, then stops it and exits with that code."""
+    import subprocess
+    import time
+
+    worker = pod_spec(mpi({"num_nodes": 2}), "pi-node-0")["containers"][0]
+    script = worker["command"][2].replace("/var/run/trainjobs", str(tmp_path))
+    process = subprocess.Popen(["/bin/sh", "-c", script, "mpi-node", "sleep", "60"], stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    assert process.poll() is None   # sshd runs while the launcher works
+    (tmp_path / "exit-code").write_text("0\n")
+    assert process.wait(timeout=10) == 0
+    assert "the MPI launcher finished with exit code 0: stopping sshd" in process.stderr.read()
 
 
 def test_resources_go_to_every_mpi_host_not_to_a_pure_launcher():
