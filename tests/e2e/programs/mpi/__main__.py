@@ -1,0 +1,104 @@
+"""An MPI job whose launcher runs a plain `mpirun python hello.py` (or `mpiexec ...`).
+
+The stack config picks the MPI implementation, the number of hosts and slots, whether the launcher
+is one of the hosts, and who runs it: root with keys in /root/.ssh, or the unprivileged `mpiuser`
+with Kubeflow's layout (keys in /home/mpiuser/.ssh, sshd on port 2222 started from
+/home/mpiuser/.sshd_config, as in Kubeflow's runtime images). `mpi_venv` (given by the test) is a
+virtualenv holding mpi4py and, except for Debian's OpenMPI, the MPI itself; it comes first on the
+launcher's PATH as it would in an image. The script ships as a ConfigMap.
+
+Worker faults for the lifecycle tests: `sshd_delay` starts every worker's sshd that many seconds
+late, `missing_index` makes that worker never start sshd.
+"""
+
+import pwd
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate
+
+HERE = Path(__file__).resolve().parent
+KINDS = {"MpiTrainJob": MpiTrainJob, "DeepSpeedTrainJob": DeepSpeedTrainJob, "MlxTrainJob": MlxTrainJob}
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+config = pulumi.Config()
+name = config.require("name")
+kind = config.get("kind") or "MpiTrainJob"
+script = config.get("script") or "hello.py"
+user = config.get("user") or "root"
+sshd_delay = config.get_int("sshd_delay") or 0
+missing_index = config.get_int("missing_index")
+venv = config.require("mpi_venv")
+
+
+def security_context() -> dict:
+    account = pwd.getpwnam(user)
+    return {"runAsUser": account.pw_uid, "runAsGroup": account.pw_gid, "fsGroup": account.pw_gid}
+
+
+def sshd_command() -> list[str]:
+    """The workers' container: sshd in the foreground, set up as an sshd image would be."""
+    steps = []
+    if missing_index is not None:
+        steps.append(f'if [ "$JOB_COMPLETION_INDEX" = {missing_index} ]; then '
+                     'echo "this worker never starts sshd"; exec sleep 3600; fi')
+    if sshd_delay:
+        steps.append(f"echo 'sshd starts in {sshd_delay}s'; sleep {sshd_delay}")
+    if user == "root":
+        steps += ["mkdir -p /run/sshd",
+                  "ssh-keygen -q -t ed25519 -N '' -f /tmp/ssh_host_ed25519_key",
+                  "exec /usr/sbin/sshd -De -o PidFile=/tmp/sshd.pid -o HostKey=/tmp/ssh_host_ed25519_key "
+                  "-o StrictModes=no"]
+    else:
+        steps.append(f"exec /usr/sbin/sshd -De -f /home/{user}/.sshd_config")
+    return ["/bin/sh", "-c", "; ".join(steps)]
+
+
+def runtime() -> MpiRuntime:
+    pod = {} if user == "root" else {"security_context": security_context()}
+    return MpiRuntime(
+        name=f"e2e-{user}-sshd",
+        launcher=PodTemplate(**pod),
+        node=PodTemplate(**pod, command=sshd_command()),
+        mpi_implementation=config.get("implementation") or "OpenMPI",
+        ssh_auth_mount_path="/root/.ssh" if user == "root" else f"/home/{user}/.ssh",
+        ssh_port=22 if user == "root" else 2222,
+    )
+
+
+code = k8s.core.v1.ConfigMap(f"{name}-code", metadata={"name": f"{name}-code", "namespace": config.get("namespace")},
+                             data={script: (HERE / script).read_text()})
+args = {
+    # Not pulled by run-local; a real cluster needs an image with the MPI, mpi4py and sshd set up like this machine.
+    "image": config.get("image") or "localhost/trainjobs-e2e-mpi:latest",
+    "num_nodes": config.require_int("num_nodes"),
+    "num_proc_per_node": config.get_int("slots") or 1,
+    # mpirun/mpiexec from PATH, no flags. Ranks started over ssh get sshd's PATH, not the image's,
+    # so the interpreter is named by its path, as the same image has it on every host.
+    "command": [config.get("launcher") or "mpirun", f"{venv}/bin/python", f"/opt/e2e/{script}"],
+    "env": {
+        "PATH": f"{venv}/bin:{SYSTEM_PATH}",
+        "OMP_NUM_THREADS": "1",
+        **(config.get_object("env") or {}),
+    },
+    "volumes": [{"name": "code", "configMap": {"name": f"{name}-code"}}],
+    "volume_mounts": [{"name": "code", "mountPath": "/opt/e2e", "readOnly": True}],
+    "launcher_wait_timeout_seconds": config.get_int("launcher_wait_timeout_seconds") or 60,
+}
+for key in ("mpi_implementation", "namespace"):
+    if config.get(key):
+        args[key] = config.get(key)
+if config.get_bool("run_launcher_as_node") is not None:
+    args["run_launcher_as_node"] = config.get_bool("run_launcher_as_node")
+if kind == "MpiTrainJob":
+    args["runtime"] = runtime()
+else:
+    del args["image"]  # the built-in runtime's
+    if user != "root":
+        # Kubeflow's built-in runtime as is; only its user id (1000 there) is this machine's mpiuser.
+        args["security_context"] = security_context()
+
+job = KINDS[kind](name, args, pulumi.ResourceOptions(depends_on=[code]))
+pulumi.export("hosts", job.hosts)

