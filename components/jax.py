@@ -1,6 +1,8 @@
 """JAX family: `jax.distributed.initialize()` configured by JAX_* env, as Kubeflow Trainer's JAX plugin.
 
 One Indexed Job `N-node-0` of `num_nodes` pods, one JAX process per pod; pod 0 is the coordinator.
+JAX reads JAX_COORDINATOR_ADDRESS by itself; the training code passes JAX_NUM_PROCESSES and
+JAX_PROCESS_ID to `jax.distributed.initialize()` (see docs/components.md).
 """
 
 from typing import Annotated, Any

@@ -156,3 +156,21 @@ def test_initializer_validation(initializer, field, message):
     with pytest.raises(TrainJobError) as info:
         run(lambda: TorchTrainJob("ft", {"dataset_initializer": initializer}))
     assert f"{field}: {message}" in str(info.value)
+
+
+def test_every_training_job_waits_for_the_initializers_and_extra_roles_do_not():
+    """Under `pulumi up`: workspace, then initializer, then every training Job (MPI has two); an
+    extra role neither waits for the initializers nor mounts their workspace."""
+    result = run(lambda: MpiTrainJob("pi", {"image": "mpi:1", "command": ["mpirun", "x"], "num_nodes": 2,
+                                            "dataset_initializer": {"command": ["sh", "-c", "fetch-data"]},
+                                            "extra_roles": {"tensorboard": {"image": "tb:1"}}}))
+    initializer = result.get("Job", "pi-dataset-initializer-0")
+    assert result.get("PersistentVolumeClaim", "pi-initializer").urn in initializer.dependencies
+    work = pod(result, "pi-dataset-initializer-0")["initContainers"][0]
+    assert work["command"] == ["sh", "-c", "fetch-data"] and "env" not in work   # custom: no STORAGE_URI
+    for job in ("pi-launcher-0", "pi-node-0"):
+        assert initializer.urn in result.get("Job", job).dependencies
+        assert pod(result, job)["initContainers"][0]["name"] == "wait-for-initializers"
+    assert initializer.urn not in result.get("Job", "pi-tensorboard-0").dependencies
+    tensorboard = pod(result, "pi-tensorboard-0")
+    assert "initContainers" not in tensorboard and "volumes" not in tensorboard
