@@ -3,7 +3,7 @@
 import pytest
 
 from components import (DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate, TrainJobError)
-from components.testing import run
+from components.testing import attempt, run
 
 SSH = ("-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
        "-o LogLevel=ERROR -i /root/.ssh/id_rsa")
@@ -130,24 +130,11 @@ def test_launcher_as_node_needs_both_templates_for_more_than_one_host(missing):
 
 
 def test_launcher_as_node_without_a_node_template_registers_nothing():
-    import pulumi
-    from components.testing import _EchoMocks, _RecordingMonitor
-    from pulumi.runtime import settings
-
-    mocks = _EchoMocks()
-    monitor = _RecordingMonitor(mocks)
-    settings.set_root_resource(None)
-    pulumi.runtime.set_mocks(mocks, project="p", stack="s", preview=False, monitor=monitor)
-
-    @pulumi.runtime.test
-    def program():
-        with pytest.raises(TrainJobError, match="must have 1 when MPI runtime with enabled run_launcher_as_node"):
-            MpiTrainJob("pi", {**BASE, "num_nodes": 2, "run_launcher_as_node": True,
-                               "runtime": MpiRuntime(name="no-node", node=None)})
-
-    program()
-    settings.set_root_resource(None)
-    assert monitor.registered == []
+    error, result = attempt(lambda: MpiTrainJob("pi", {**BASE, "num_nodes": 2, "run_launcher_as_node": True,
+                                                      "runtime": MpiRuntime(name="no-node", node=None)}))
+    assert isinstance(error, TrainJobError)
+    assert "must have 1 when MPI runtime with enabled run_launcher_as_node" in str(error)
+    assert result.resources == []
 
 
 def test_ssh_secret_and_key_pair():

@@ -2,13 +2,11 @@
 args raise TrainJobError and register nothing."""
 
 import kubernetes_validate
-import pulumi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pulumi.runtime import settings as pulumi_settings
 
 from components import TorchTrainJob, TrainJobError
-from components.testing import _EchoMocks, _RecordingMonitor
+from components.testing import attempt
 from components.testing.checks import manifest_problems
 from components.torch import RESERVED_ENV
 
@@ -33,22 +31,9 @@ job_args = st.fixed_dictionaries({}, optional={
 
 
 def register(name, args):
-    mocks = _EchoMocks()
-    monitor = _RecordingMonitor(mocks)
-    pulumi_settings.set_root_resource(None)
-    pulumi.runtime.set_mocks(mocks, project="p", stack="s", preview=False, monitor=monitor)
-    outcome = {}
-
-    @pulumi.runtime.test
-    def program():
-        try:
-            TorchTrainJob(name, args)
-        except TrainJobError as exc:
-            outcome["error"] = exc
-
-    program()
-    pulumi_settings.set_root_resource(None)
-    return outcome.get("error"), [r.manifest for r in monitor.registered if r.is_kubernetes], monitor.registered
+    error, result = attempt(lambda: TorchTrainJob(name, args))
+    assert error is None or isinstance(error, TrainJobError), error
+    return error, [r.manifest for r in result.kubernetes()], result.resources
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

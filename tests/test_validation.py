@@ -3,7 +3,7 @@
 import pytest
 
 from components import TorchRuntime, TorchTrainJob, TrainJobError
-from components.testing import run
+from components.testing import attempt, run
 
 
 def rejected(args, name="demo"):
@@ -80,20 +80,16 @@ def test_all_problems_are_reported_at_once():
 
 
 def test_invalid_job_registers_nothing():
-    import pulumi
-    from components.testing import _EchoMocks, _RecordingMonitor
-    from pulumi.runtime import settings
+    error, result = attempt(lambda: TorchTrainJob("bad", {"num_nodes": 0, "env": {"PET_NNODES": "1"}}))
+    assert isinstance(error, TrainJobError)
+    assert result.resources == []
 
-    mocks = _EchoMocks()
-    monitor = _RecordingMonitor(mocks)
-    settings.set_root_resource(None)
-    pulumi.runtime.set_mocks(mocks, project="p", stack="s", preview=False, monitor=monitor)
 
-    @pulumi.runtime.test
+def test_an_invalid_job_after_a_valid_one_leaves_only_the_valid_one():
     def program():
-        with pytest.raises(TrainJobError):
-            TorchTrainJob("bad", {"num_nodes": 0, "env": {"PET_NNODES": "1"}})
+        TorchTrainJob("good", {})
+        TorchTrainJob("bad", {"num_nodes": 0})
 
-    program()
-    settings.set_root_resource(None)
-    assert monitor.registered == []
+    error, result = attempt(program)
+    assert isinstance(error, TrainJobError) and error.name == "bad"
+    assert sorted(r.name for r in result.resources) == ["good", "good", "good-node-0"]

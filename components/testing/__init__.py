@@ -202,6 +202,19 @@ def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test
     as Pulumi stores structured config, so `Config().require_object()` reads them.
     Exceptions from the program (such as TrainJobError) propagate unchanged.
     """
+    error, result = attempt(program, project=project, stack=stack, config=config, preview=preview)
+    if error is not None:
+        raise error
+    return result
+
+
+def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "test",
+            config: dict[str, Any] | None = None, preview: bool = False) -> tuple[Exception | None, StackResult]:
+    """Like `run`, but an exception the program raises is returned with what was registered before it.
+
+        error, stack = attempt(lambda: TorchTrainJob("bad", {"num_nodes": 0}))
+        assert isinstance(error, TrainJobError) and stack.resources == []
+    """
     mocks = _EchoMocks()
     monitor = _RecordingMonitor(mocks)
     settings.set_root_resource(None)
@@ -209,16 +222,22 @@ def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test
     pulumi.runtime.set_all_config(_config_map(project, config or {}))
     outputs: dict[str, Any] = {}
 
+    raised: list[Exception] = []
+
     @pulumi.runtime.test
     def _run():
-        program()
+        try:
+            program()
+        except Exception as exc:  # returned to the caller, with the registrations made before it
+            raised.append(exc)
+            return None
         return pulumi.Output.from_input(asyncio.ensure_future(_collect_outputs(outputs)))
 
     try:
         _run()
     finally:
         settings.set_root_resource(None)
-    return StackResult(project, stack, list(monitor.registered), outputs)
+    return (raised[0] if raised else None), StackResult(project, stack, list(monitor.registered), outputs)
 
 
 async def _collect_outputs(into: dict[str, Any]) -> None:
