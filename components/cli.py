@@ -32,9 +32,14 @@ def _run(args: argparse.Namespace):
 def cmd_render(args: argparse.Namespace) -> int:
     result = _run(args)
     out = Path(args.out or f"rendered/{args.stack}")
+    before = render.read_rendered(out)
     paths = render.write(result, out)
     print(render.tree(result))
     print(f"\nwrote {len(paths) - 1} objects and {render.RANKS_FILE} to {out}/")
+    if before:
+        changed = render.changes(before, render.kubernetes_objects(result))
+        print(f"\nchanges since the previous render in {out}/:")
+        print("\n".join(f"  {line}" for line in changed) if changed else "  none")
     return 0
 
 

@@ -141,3 +141,68 @@ def _host_listings(pod, every_pod) -> list[str]:
                 if host in pod.dns_names:
                     listings.append(f"{line.strip()!r} in {path} of pod {other.hostname}")
     return listings
+
+
+# --- what a re-render changes ---------------------------------------------------------------------
+
+# Fields whose change makes pulumi-kubernetes replace the object rather than update it.
+_REPLACED_BY = {
+    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector"),
+    "ConfigMap": ("data", "binaryData"),
+    "Secret": ("data", "stringData", "type"),
+    "PersistentVolumeClaim": ("spec",),
+    "Service": ("spec.clusterIP",),
+}
+
+
+def read_rendered(out: Path) -> list[dict[str, Any]]:
+    """The objects of a previous render in `out` (none if it holds none)."""
+    if not (out / MARKER).exists():
+        return []
+    return [yaml.safe_load(path.read_text()) for path in sorted(out.glob("*.yaml"))]
+
+
+def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """What applying `after` over `before` does to each object, and which changes restart training.
+
+    A Job is replaced when its pod template or counts change; Kubernetes cannot update them, so the
+    running pods are deleted and training starts again from the beginning.
+    """
+    def key(obj):
+        return (obj["kind"], obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])
+
+    old = {key(o): o for o in before}
+    new = {key(o): o for o in after}
+    lines = []
+    for k in sorted(set(old) | set(new)):
+        kind, _, name = k
+        if k not in old:
+            lines.append(f"+ {kind} {name}: created")
+        elif k not in new:
+            lines.append(f"- {kind} {name}: deleted" + (" (its training stops)" if kind == "Job" else ""))
+        elif old[k] != new[k]:
+            paths = _changed_paths(old[k], new[k])
+            replaced = [p for p in paths if any(p == f or p.startswith(f + ".") or p.startswith(f + "[")
+                                                for f in _REPLACED_BY.get(kind, ()))]
+            shown = ", ".join(paths[:4]) + (f", ... ({len(paths)} fields)" if len(paths) > 4 else "")
+            if replaced and kind == "Job":
+                lines.append(f"! {kind} {name}: replaced, TRAINING RESTARTS ({shown})")
+            elif replaced:
+                lines.append(f"~ {kind} {name}: replaced ({shown})")
+            else:
+                lines.append(f"~ {kind} {name}: updated in place ({shown})")
+    return lines
+
+
+def _changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for k in sorted(set(old) | set(new), key=str):
+            found += _changed_paths(old.get(k), new.get(k), f"{path}.{k}" if path else str(k))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        found = []
+        for i, (a, b) in enumerate(zip(old, new)):
+            found += _changed_paths(a, b, f"{path}[{i}]")
+        return found
+    return [] if old == new else [path]

@@ -134,3 +134,41 @@ def test_explain_marks_mpi_hosts_and_shows_hostfile_and_launcher_env(capsys):
     assert "PRTE_MCA_prte_default_hostfile=/etc/mpi/hostfile" in launcher
     assert "file /etc/mpi/hostfile (mode 0444):\n    | pi-node-0-0.pi slots=2" in launcher
     assert "file /root/.ssh/id_rsa (mode 0600):\n    | [secret]" in launcher
+
+
+def test_rerender_says_which_changes_restart_training(tmp_path, capsys):
+    jobs = '[{"kind": "TorchTrainJob", "name": "demo", "num_nodes": 2, "labels": {"team": "a"}}]'
+    assert render(tmp_path, "--config", f"jobs={jobs}")[0] == 0
+    assert "changes since" not in capsys.readouterr().out     # nothing to compare with yet
+
+    assert render(tmp_path, "--config", f"jobs={jobs}")[0] == 0
+    assert "changes since the previous render in" in (out := capsys.readouterr().out) and "\n  none\n" in out
+
+    relabeled = jobs.replace('"team": "a"', '"team": "b"')
+    assert render(tmp_path, "--config", f"jobs={relabeled}")[0] == 0
+    out = capsys.readouterr().out
+    assert "~ Service demo: updated in place (metadata.labels.team)" in out
+    assert "! Job demo-node-0: replaced, TRAINING RESTARTS (" in out   # pod template labels changed too
+
+    bigger = relabeled.replace('"num_nodes": 2', '"num_nodes": 3')
+    assert render(tmp_path, "--config", f"jobs={bigger}")[0] == 0
+    out = capsys.readouterr().out
+    assert ("! Job demo-node-0: replaced, TRAINING RESTARTS (spec.completions, spec.parallelism, "
+            "spec.template.spec.containers[0].env[0].value)") in out
+    assert "~ Service demo" not in out
+
+    other = bigger.replace('"name": "demo"', '"name": "other"')
+    assert render(tmp_path, "--config", f"jobs={other}")[0] == 0
+    out = capsys.readouterr().out
+    assert "- Job demo-node-0: deleted (its training stops)" in out
+    assert "+ Job other-node-0: created" in out
+
+
+def test_changes_only_touching_job_metadata_do_not_restart_training():
+    from components.render import changes
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"a": "1"}},
+           "spec": {"completions": 1, "activeDeadlineSeconds": 10, "template": {"spec": {}}}}
+    updated = {**job, "metadata": {"name": "j", "annotations": {"a": "2"}},
+               "spec": {**job["spec"], "activeDeadlineSeconds": 20}}
+    assert changes([job], [updated]) == [
+        "~ Job j: updated in place (metadata.annotations.a, spec.activeDeadlineSeconds)"]
