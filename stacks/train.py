@@ -8,6 +8,7 @@ Each rank prints its identity on one line, checks an all_reduce, then trains a s
 synthetic MNIST-shaped data with DistributedDataParallel and checks the ranks stayed in sync.
 """
 
+import gc
 import os
 import socket
 import time
@@ -62,6 +63,10 @@ def main() -> None:
         say(f"trained {STEPS} steps on {world} ranks in {time.time() - started:.1f}s: loss {loss.item():.3f}, "
             f"replicas in sync: {in_sync}")
     assert in_sync, "model replicas diverged: gradients were not averaged across ranks"
+    # DDP's reducer holds the process group: release it before the group is destroyed, or its
+    # threads can be torn down mid-use at exit ("terminate called without an active exception").
+    del model, optimizer, loss
+    gc.collect()
     dist.barrier()  # nobody tears the group down while a peer still uses it
     dist.destroy_process_group()
 
