@@ -12,6 +12,7 @@ Lifecycle without an operator:
   sshd and exit with that code, so success completes every Job and failure fails them.
 """
 
+import re
 import shlex
 from typing import Annotated, Any, Literal
 
@@ -19,7 +20,7 @@ import pulumi
 from pydantic import Field
 
 from . import core
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
+from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
 from .component import TrainJobComponent
 from .errors import IssueCollector
 
@@ -94,8 +95,93 @@ def ssh_args(mount_path: str, port: int) -> str:
     return " ".join(options)
 
 
-def launcher_env(implementation: str, slots: int, ssh: str, as_root: bool) -> list[dict[str, str]]:
-    """The launcher's MPI env: hostfile, slots and ssh options, for OpenMPI 4 (ORTE) and 5 (PRRTE) at once."""
+ENV_LIST = "OMPI_MCA_mca_base_env_list"
+# Linux's limit on one "NAME=value" string given to execve (MAX_ARG_STRLEN, with its NUL): a longer
+# variable makes the container fail to start with "argument list too long".
+MAX_ENV_STRING = 131072
+_REFERABLE_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_SHARED_REFS = ("secretKeyRef", "configMapKeyRef")
+
+
+def forwarded_env(env: tuple[EnvVar, ...] | None) -> list[str]:
+    """The entries of OMPI_MCA_mca_base_env_list: the job's env, then PATH, for every rank on every host.
+
+    Ranks that mpirun starts over ssh get sshd's environment; OpenMPI (4's orterun and 5's prterun)
+    forwards each listed name from mpirun's own environment. `NAME` forwards the value mpirun sees.
+    OpenMPI cuts a forwarded value at its first `=` (the part before becomes the name), so a value
+    that has or may have one goes as `NAME=$(NAME)`, expanded by the kubelet. Left out: values with
+    both `;` (the list's separator) and `=`; per-pod values (fieldRef, resourceFieldRef), which would
+    give every rank the launcher's; optional references, which may be unset (OpenMPI 5's mpirun
+    then fails, 4's drops every later name); names a list or `$(NAME)` cannot carry.
+    """
+    entries: list[str] = []
+    names: set[str] = set()
+    for var in {var.name: var for var in env or ()}.values():   # a name given twice: the last value counts
+        if not _REFERABLE_NAME.fullmatch(var.name):
+            continue
+        if var.value_from is not None:
+            refs = [k for k in _SHARED_REFS if k in var.value_from]
+            if len(var.value_from) != 1 or not refs or var.value_from[refs[0]].get("optional"):
+                continue
+            entry = f"{var.name}=$({var.name})"
+        elif "=" not in (var.value or ""):
+            entry = var.name
+        elif ";" not in var.value:
+            entry = f"{var.name}=$({var.name})"
+        else:
+            continue
+        names.add(var.name)
+        entries.append(entry)
+    if "PATH" not in names:
+        entries.append("PATH")   # every container has one (the runtime's default when the image sets none)
+    return entries
+
+
+def forwarded_length(entries: list[str], env: tuple[EnvVar, ...] | None) -> int:
+    """Length of the `OMPI_MCA_mca_base_env_list=...` string the container gets (literal values expanded)."""
+    literal = {var.name: var.value or "" for var in env or () if var.value_from is None}
+    size = len(ENV_LIST) + len(entries)   # the "=" after the list's name and the ";" between entries
+    for entry in entries:
+        name, inline, _ = entry.partition("=")
+        size += len(name) + (1 + len(literal.get(name, "")) if inline else 0)
+    return size
+
+
+_MPI_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "prterun", "oshrun"}
+_SHELL_BREAKS = {";", "&&", "||", "|", "&"}
+
+
+def passes_x(argv: list[str]) -> bool:
+    """Whether the launcher's command forwards env itself: `mpirun -x` (also in `sh -c "..."`), or
+    DeepSpeed's OpenMPI launcher (`deepspeed --launcher openmpi`), which runs `mpirun -x`. OpenMPI 4
+    refuses `-x` together with OMPI_MCA_mca_base_env_list ("Open MPI does not support mixing these
+    two methods")."""
+    words: list[str] = []
+    for arg in argv:
+        try:
+            words += shlex.split(arg) if len(arg.split()) > 1 else [arg]
+        except ValueError:
+            words += arg.split()
+    after_mpirun = False
+    for i, word in enumerate(words):
+        program = word.rsplit("/", 1)[-1]
+        if program.split(".")[0] in _MPI_LAUNCHERS:
+            after_mpirun = True
+        elif after_mpirun and word in ("-x", "--x"):
+            return True
+        elif program == "deepspeed":
+            rest = [w.lower() for w in words[i + 1:]]
+            if "--launcher=openmpi" in rest or ("--launcher", "openmpi") in zip(rest, rest[1:]):
+                return True
+        if word in _SHELL_BREAKS or word.endswith(";"):
+            after_mpirun = False
+    return False
+
+
+def launcher_env(implementation: str, slots: int, ssh: str, as_root: bool,
+                 forward: list[str] | None = None) -> list[dict[str, str]]:
+    """The launcher's MPI env: hostfile, slots and ssh options, for OpenMPI 4 (ORTE) and 5 (PRRTE) at once;
+    with OpenMPI, the names forwarded to every rank (`forward`, see forwarded_env) unless None."""
     if implementation == "OpenMPI":
         env = {
             "OMPI_MCA_orte_default_hostfile": HOSTFILE,
@@ -109,6 +195,8 @@ def launcher_env(implementation: str, slots: int, ssh: str, as_root: bool) -> li
         }
         if as_root:
             env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+        if forward is not None:
+            env[ENV_LIST] = ";".join(forward)
     elif implementation == "IntelMPI":
         env = {"I_MPI_HYDRA_HOST_FILE": HOSTFILE, "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": ssh,
                "I_MPI_PERHOST": str(slots)}
@@ -123,6 +211,7 @@ RESERVED_ENV = {name: "the MPI policy (hostfile, slots, ssh options)" for name i
     "PRTE_MCA_prte_set_default_slots", "PRTE_MCA_plm_ssh_args", "OMPI_ALLOW_RUN_AS_ROOT",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS",
     "I_MPI_PERHOST", "HYDRA_HOST_FILE", "HYDRA_LAUNCHER_EXTRA_ARGS")}
+RESERVED_ENV[ENV_LIST] = "the job's env (the names forwarded to every rank)"
 
 
 def hostfile(hosts: list[str], slots: int, implementation: str) -> str:
@@ -279,11 +368,18 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
         "name": f"{name}-mpi-hostfile", "items": [{"key": "hostfile", "path": "hostfile", "mode": MODE_READ_ONLY}]}}
     hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
 
+    forward = None
+    if implementation == "OpenMPI" and not passes_x([*(launcher.command or []), *(launcher.args or [])]):
+        forward = forwarded_env(launcher.env)
+        if (size := forwarded_length(forward, launcher.env)) >= MAX_ENV_STRING:
+            issues.add("env", f"{ENV_LIST} (the job's env forwarded to every rank, values with `=` in full) would "
+                              f"be {size} bytes, over the {MAX_ENV_STRING - 1} Linux allows one variable")
+
     launcher_command = ["/bin/sh", "-c", _LAUNCHER_EPILOGUE, "mpi-launcher", ssh, " ".join(workers),
                         *(launcher.command or []), *(launcher.args or [])]
     launcher_container = core.container(
         launcher.model_copy(update={"command": launcher_command, "args": None}),
-        core.upsert_env(core.template_env(launcher), launcher_env(implementation, slots, ssh, as_root)),
+        core.upsert_env(core.template_env(launcher), launcher_env(implementation, slots, ssh, as_root, forward)),
         ports=[], extra_mounts=[key_mount, hostfile_mount])
     wait = {
         "name": "wait-for-hosts", "image": launcher.image,

