@@ -377,7 +377,10 @@ WORKSPACE = "/workspace"
 WORKSPACE_VOLUME = "initializer"
 MARKER_DIR = f"{WORKSPACE}/.trainjobs"
 INITIALIZER_ROLES = ("dataset-initializer", "model-initializer")
-FAMILY_ROLES = ("node", "launcher", "network", "mpi", *INITIALIZER_ROLES)
+# Role names the library gives Jobs and objects in any family (trainer `node`, MPI `launcher`, the
+# Service's `network`, the MPI objects' `mpi`, initializers). Reserved for every job, so a role name
+# means the same thing whichever component made it.
+RESERVED_ROLES = ("node", "launcher", "network", "mpi", "workspace", *INITIALIZER_ROLES)
 # Kubeflow Trainer's initializer images, used when neither the runtime nor the job gives one.
 INITIALIZER_IMAGES = {"dataset-initializer": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0",
                       "model-initializer": "ghcr.io/kubeflow/trainer/model-initializer:v2.3.0"}
@@ -493,7 +496,7 @@ def check_extra_roles(issues: IssueCollector, name: str, args: TrainJobArgs) -> 
     """Role names are DNS labels that no training role uses; returns their longest hostnames."""
     hostnames = []
     for role, spec in args.extra_roles.items():
-        if role in FAMILY_ROLES:
+        if role in RESERVED_ROLES:
             issues.add(f"extra_roles.{role}", f'"{role}" is a role the job itself uses; choose another name')
         elif rfc1123_label_problem(role):
             issues.add(f"extra_roles.{role}", "role names must be DNS labels (lowercase letters, digits, '-')")
