@@ -3,35 +3,114 @@
 A *runtime* holds reusable pod templates (the analogue of a Kubeflow ClusterTrainingRuntime);
 a job's arguments override it. Every model is frozen and rejects unknown fields, so a typo in a
 stack's config fails before anything registers.
+
+The models are the one declaration of every argument: each field's annotation, default and
+docstring give the Python API, the validation, the generated docs and the multi-language package
+schema. So the annotations stay within what Pulumi's schema inference reads (no unions but
+Optional and `pulumi.Input`, no `Literal`, no `Annotated`, lists not tuples), and checks live in
+validator methods.
+
+Arguments that only pass a value into the objects are `pulumi.Input[T]`: a plain value, an Output,
+a secret, or a value unknown at preview. Arguments that decide how many objects and pods exist, or
+what env is derived, stay plain, because that has to be known at preview.
 """
 
 import difflib
+import enum
 import types
 import typing
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Optional, Union
 
+import pulumi
 import pydantic
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import Issue, TrainJobError
 from .quantity import QuantityError, normalize_quantity, parse_quantity
 
 DEFAULT_SHM_SIZE = "1Gi"
+INT32_MAX = 2**31 - 1
+
+
+def is_deferred(value: Any) -> bool:
+    """A value known only when Pulumi resolves it: an Output, or another awaitable Input."""
+    return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
+
+
+def _admits_outputs(annotation: Any) -> bool:
+    """Whether an annotation is, or contains, `pulumi.Input[...]`/`pulumi.Output[...]`."""
+    if typing.get_origin(annotation) is pulumi.Output or annotation is pulumi.Output:
+        return True
+    return any(_admits_outputs(arg) for arg in typing.get_args(annotation))
+
+
+def _is_int(annotation: Any) -> bool:
+    return annotation is int or (typing.get_origin(annotation) in (Union, types.UnionType)
+                                  and int in typing.get_args(annotation))
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    """Base of every argument model: frozen, strict about unknown fields, errors as TrainJobError.
+
+    Constructing a model with keyword arguments raises the same TrainJobError (field path, remedy,
+    "did you mean") as passing the equivalent dict to a component.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, arbitrary_types_allowed=True,
+                              use_attribute_docstrings=True, use_enum_values=True, validate_default=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise TrainJobError(type(self).__name__, None, validation_issues(type(self), exc)) from None
+
+    # Only the keyword constructor converts errors: validation of a dict, or of a nested model, must keep
+    # pydantic's error locations so the whole path is named. (Marks the method as pydantic's own __init__.)
+    __init__.__pydantic_base_init__ = True
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_where_it_counts(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        """Outputs only where the field passes a value through; no booleans where a count belongs;
+        an explicit None (YAML's empty value, another language's unset) means the default, except that
+        a template set to None means no template."""
+        field = cls.model_fields[info.field_name]
+        if value is None and not field.is_required():
+            default = field.get_default(call_default_factory=True)
+            return None if isinstance(default, BaseModel) else default   # no template means none
+        annotation = field.annotation
+        if is_deferred(value) and not _admits_outputs(annotation):
+            raise ValueError("must be a plain value, not an Output: it decides which objects, pods or env the job "
+                             "derives, and that has to be known at preview. Pass a plain value (e.g. from "
+                             "pulumi.Config().require_int) instead")
+        if isinstance(value, bool) and _is_int(annotation):
+            raise ValueError(f"expected an integer, got the boolean {str(value).lower()} (in YAML 1.1, yes/no/on/off "
+                             "are booleans): write a number")
+        return value
 
 
-def _quantity(value: Any) -> str:
+def resolve_input_types(*models: type[BaseModel]) -> None:
+    """Resolve the forward reference inside `pulumi.Input[T]` (Output[T]) for pydantic; every model
+    with an Input field, including subclasses, calls this once after its definition."""
+    for model in models:
+        model.model_rebuild(_types_namespace={"Output": pulumi.Output, "T": Any})
+
+
+class MappingKeyError(ValueError):
+    """A problem with one key of a mapping argument: the error's path names the key."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+def _quantity(value: Any, key: str | None = None) -> str:
     try:
         parse_quantity(value)
     except QuantityError as exc:
-        raise ValueError(str(exc)) from None
+        raise (ValueError(str(exc)) if key is None else MappingKeyError(key, str(exc))) from None
     return normalize_quantity(value)
-
-
-Quantity = Annotated[str, BeforeValidator(_quantity)]
 
 
 def _env_value(value: Any) -> Any:
@@ -43,12 +122,42 @@ def _env_value(value: Any) -> Any:
     return value
 
 
+class ImagePullPolicy(str, enum.Enum):
+    """When the kubelet pulls the image."""
+
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class AccessMode(str, enum.Enum):
+    """Access mode of the workspace volume claim."""
+
+    READ_WRITE_ONCE = "ReadWriteOnce"
+    READ_WRITE_MANY = "ReadWriteMany"
+    READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+
 class EnvVar(Model):
     """One container env var, in Kubernetes form: `value` or `valueFrom`."""
 
     name: str = Field(min_length=1)
-    value: Annotated[str | None, BeforeValidator(_env_value)] = None
-    value_from: dict[str, Any] | None = Field(default=None, alias="valueFrom")
+    """Variable name."""
+    value: Optional[pulumi.Input[str]] = None
+    """Its value: a string, an Output, or a secret (the Job's spec then becomes secret in Pulumi state)."""
+    value_from: Optional[dict[str, Any]] = Field(default=None, alias="valueFrom")
+    """A Kubernetes `valueFrom` source (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef)."""
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _value(cls, value: Any) -> Any:
+        return _env_value(value)
+
+    @pydantic.model_validator(mode="after")
+    def _one_source(self) -> "EnvVar":
+        if self.value is not None and self.value_from is not None:
+            raise ValueError(f'env "{self.name}" has both value and valueFrom; Kubernetes takes one: remove one')
+        return self
 
     def manifest(self) -> dict[str, Any]:
         if self.value_from is not None:
@@ -56,126 +165,205 @@ class EnvVar(Model):
         return {"name": self.name, "value": self.value if self.value is not None else ""}
 
 
-def _env_list(value: Any) -> Any:
-    if isinstance(value, dict):
-        return [{"name": key, "value": val} for key, val in value.items()]
-    return value
-
-
-Env = Annotated[tuple[EnvVar, ...] | None, BeforeValidator(_env_list)]
-
-
 class Resources(Model):
-    """Container resources: `{"requests": {...}, "limits": {...}}` with Kubernetes quantities."""
+    """Container resources, Kubernetes quantities by resource name."""
 
-    requests: dict[str, Quantity] = Field(default_factory=dict)
-    limits: dict[str, Quantity] = Field(default_factory=dict)
+    requests: Optional[dict[str, str]] = Field(default_factory=dict)
+    """Requested amounts, e.g. `{"cpu": "4", "memory": "16Gi"}`."""
+    limits: Optional[dict[str, str]] = Field(default_factory=dict)
+    """Limits, e.g. `{"nvidia.com/gpu": "8"}`. Device resources given on one side are set on both."""
 
-
-class _PodFields(Model):
-    """Settings a runtime template gives and a job may override. None means "not set here"."""
-
-    image: str | None = None
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
-    command: list[str] | None = None
-    args: list[str] | None = None
-    env: Env = None
-    env_from: list[dict[str, Any]] | None = None
-    working_dir: str | None = None
-    volumes: list[dict[str, Any]] | None = None
-    volume_mounts: list[dict[str, Any]] | None = None
-    node_selector: dict[str, str] | None = None
-    tolerations: list[dict[str, Any]] | None = None
-    affinity: dict[str, Any] | None = None
-    service_account_name: str | None = None
-    image_pull_secrets: list[str] | None = None
-    priority_class_name: str | None = None
-    security_context: dict[str, Any] | None = None
-    container_security_context: dict[str, Any] | None = None
-    shm_size: Quantity | None = None
-    pod_labels: dict[str, str] | None = None
-    pod_annotations: dict[str, str] | None = None
-    ports: list[dict[str, Any]] | None = None
-    init_containers: list[dict[str, Any]] | None = None
-    sidecars: list[dict[str, Any]] | None = None
+    @field_validator("requests", "limits", mode="before")
+    @classmethod
+    def _quantities(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: _quantity(quantity, key) for key, quantity in value.items()}
+        return value
 
 
-class PodTemplate(_PodFields):
-    """A role's pods as a runtime defines them (the main container plus pod settings)."""
+class PodTemplate(Model):
+    """A role's pods: the main container and pod settings. In a runtime, None means "not set here";
+    a job's arguments override the runtime's template field by field."""
 
-    resources: Resources | None = None
+    image: Optional[pulumi.Input[str]] = None
+    """Container image. Default: the runtime's."""
+    image_pull_policy: Optional[ImagePullPolicy] = None
+    """Always, IfNotPresent or Never. Default: Kubernetes'."""
+    command: Optional[list[pulumi.Input[str]]] = None
+    """Container command. Default: the runtime's (or the image's entrypoint)."""
+    args: Optional[list[pulumi.Input[str]]] = None
+    """Container arguments. Default: the runtime's."""
+    env: Optional[list[EnvVar]] = None
+    """Env vars: a mapping `NAME: value` or a list of Kubernetes EnvVars (`valueFrom` allowed), upserted by name
+    over the runtime's. Derived variables are reserved. Values may be Outputs and secrets."""
+    env_from: Optional[list[dict[str, Any]]] = None
+    """Kubernetes `envFrom` sources (`{"secretRef": {"name": ...}}`); names may be Outputs."""
+    working_dir: Optional[pulumi.Input[str]] = None
+    """Container working directory. Default: the image's."""
+    volumes: Optional[list[dict[str, Any]]] = None
+    """Kubernetes volumes of the pods, upserted by name over the runtime's; sources may hold Outputs."""
+    volume_mounts: Optional[list[dict[str, Any]]] = None
+    """Mounts of the main container, upserted by mount path over the runtime's."""
+    node_selector: Optional[dict[str, pulumi.Input[str]]] = None
+    """Node labels the pods need, merged by key over the runtime's."""
+    tolerations: Optional[list[dict[str, Any]]] = None
+    """Kubernetes tolerations, passed through."""
+    affinity: Optional[dict[str, Any]] = None
+    """Kubernetes affinity, passed through."""
+    service_account_name: Optional[pulumi.Input[str]] = None
+    """Service account of the pods. Default: the namespace's `default`."""
+    image_pull_secrets: Optional[list[pulumi.Input[str]]] = None
+    """Names of Secrets used to pull the image."""
+    priority_class_name: Optional[pulumi.Input[str]] = None
+    """Priority class of the pods."""
+    security_context: Optional[dict[str, Any]] = None
+    """Pod security context (runAsUser, fsGroup, ...). Plain: the MPI family derives key file modes from it."""
+    container_security_context: Optional[dict[str, Any]] = None
+    """Security context of the main container (and the library's helper containers). Plain, as above."""
+    shm_size: Optional[str] = None
+    """Size of the memory-backed `/dev/shm` volume (it counts against the pod's memory); "0" disables it,
+    a user mount at /dev/shm replaces it. Default: "1Gi"."""
+    pod_labels: Optional[dict[str, pulumi.Input[str]]] = None
+    """Labels of the pod templates only (e.g. for a service mesh)."""
+    pod_annotations: Optional[dict[str, pulumi.Input[str]]] = None
+    """Annotations of the pod templates only (e.g. `sidecar.istio.io/inject: "false"`)."""
+    ports: Optional[list[dict[str, Any]]] = None
+    """Extra container ports of the main container."""
+    init_containers: Optional[list[dict[str, Any]]] = None
+    """Kubernetes init containers of the pods, run after the library's own waits."""
+    sidecars: Optional[list[dict[str, Any]]] = None
+    """Containers beside the main one, rendered as native sidecars (init containers with
+    `restartPolicy: Always`, Kubernetes 1.29+) so the Job still completes when the main container ends."""
+    resources: Optional[Resources] = None
+    """Resources of the main container, merged per key over the runtime's."""
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_list(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return [{"name": key, "value": val} for key, val in value.items()]
+        return value
 
-def _storage_uri(value: Any) -> Any:
-    if isinstance(value, str) and "://" not in value:
-        raise ValueError(f'"{value}" is not a URI: use scheme://..., e.g. hf://org/name or s3://bucket/path')
-    return value
+    @field_validator("shm_size", mode="before")
+    @classmethod
+    def _shm_quantity(cls, value: Any) -> Any:
+        return None if value is None else _quantity(value)
 
 
 class Initializer(PodTemplate):
     """A dataset or model initializer: downloads into the shared /workspace before training starts."""
 
-    storage_uri: Annotated[str | None, BeforeValidator(_storage_uri)] = None
-    secret_name: str | None = None
+    storage_uri: Optional[pulumi.Input[str]] = None
+    """Where to download from, set as `STORAGE_URI` (e.g. `hf://org/name`, `s3://bucket/path`)."""
+    secret_name: Optional[pulumi.Input[str]] = None
+    """A Secret added to the initializer's env with `envFrom` (e.g. a Hugging Face token)."""
 
 
 class ExtraRole(PodTemplate):
     """Pods beside the training pods (TensorBoard, an evaluator, a data server): no training env,
     no training port, no SSH, not counted in any world size."""
 
-    num_pods: int = Field(default=1, ge=1)
+    num_pods: Optional[int] = Field(default=1, ge=1, le=100000)
+    """Number of pods of the role."""
 
 
 class TrainingRuntime(Model):
     """What every runtime has: a name, metadata stamped on every object, optional initializers."""
 
     name: str = Field(min_length=1)
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    dataset_initializer: Initializer | None = None
-    model_initializer: Initializer | None = None
+    """The runtime's name, shown as the `app.kubernetes.io/name` label."""
+    labels: Optional[dict[str, str]] = Field(default_factory=dict)
+    """Labels of every object and pod template of jobs using the runtime."""
+    annotations: Optional[dict[str, str]] = Field(default_factory=dict)
+    """Annotations of every object and pod template of jobs using the runtime."""
+    dataset_initializer: Optional[Initializer] = None
+    """Dataset initializer every job using the runtime gets."""
+    model_initializer: Optional[Initializer] = None
+    """Model initializer every job using the runtime gets."""
 
 
-class TrainJobArgs(_PodFields):
-    """Arguments every training job accepts; each family adds its own."""
+_JOB_POD_FIELDS = tuple(name for name in PodTemplate.model_fields if name != "resources")
 
-    num_nodes: int = Field(default=1, ge=1)
-    resources_per_node: Resources | None = None
-    namespace: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    backoff_limit: int = Field(default=0, ge=0)
-    active_deadline_seconds: int | None = Field(default=None, ge=1)
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    wait_for_completion: bool = False
-    wait_timeout_seconds: int | None = Field(default=None, ge=1)
-    dataset_initializer: Initializer | None = None
-    model_initializer: Initializer | None = None
-    workspace_volume: dict[str, Any] | None = None
-    workspace_size: Quantity = "20Gi"
-    workspace_access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] = "ReadWriteOnce"
-    workspace_storage_class: str | None = None
-    initializer_timeout_seconds: int = Field(default=3600, ge=1)
-    extra_roles: dict[str, ExtraRole] = Field(default_factory=dict)
+
+class TrainJobArgs(PodTemplate):
+    """Arguments every training job accepts; each family adds its own. Pod settings override the runtime's
+    template of the training pods."""
+
+    num_nodes: Optional[int] = Field(default=1, ge=1, le=100000)
+    """Number of training pods (for the MPI family: MPI hosts). Indexed Jobs allow 100000."""
+    resources_per_node: Optional[Resources] = None
+    """Resources of each training pod's main container, merged per key over the runtime's. Device resources
+    (`nvidia.com/gpu`, ...) given on one side are set on both, as Kubernetes needs them equal."""
+    namespace: Optional[pulumi.Input[str]] = None
+    """Namespace of every object. Default: the provider's."""
+    labels: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
+    """Labels of every object and pod template (`trainjobs.io/job-name` and `trainjobs.io/role` are reserved)."""
+    annotations: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
+    """Annotations of every object and pod template."""
+    backoff_limit: Optional[int] = Field(default=0, ge=0, le=INT32_MAX)
+    """Job `backoffLimit`: with 0, one failed rank fails the Job and Kubernetes stops its other pods."""
+    active_deadline_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    """Job `activeDeadlineSeconds`. Default: none."""
+    ttl_seconds_after_finished: Optional[int] = Field(default=None, ge=0, le=INT32_MAX)
+    """Job TTL. With Pulumi or GitOps managing the Job, a TTL deletion is drift and the next update re-runs it."""
+    wait_for_completion: Optional[bool] = False
+    """False annotates Jobs `pulumi.com/skipAwait: "true"` so `pulumi up` returns once they are created;
+    true makes `pulumi up` wait for them to complete."""
+    wait_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    """With wait_for_completion, `pulumi.com/timeoutSeconds`. Default: the provider's (10 minutes)."""
+    dataset_initializer: Optional[Initializer] = None
+    """Dataset initializer, over the runtime's."""
+    model_initializer: Optional[Initializer] = None
+    """Model initializer, over the runtime's."""
+    workspace_volume: Optional[dict[str, Any]] = None
+    """Volume source shared at /workspace by initializers and training pods (e.g. `{"nfs": {...}}`).
+    Default: a new PVC `N-initializer` when initializers exist."""
+    workspace_size: Optional[str] = "20Gi"
+    """Storage request of the workspace PVC."""
+    workspace_access_mode: Optional[AccessMode] = AccessMode.READ_WRITE_ONCE.value
+    """Access mode of the workspace PVC; training pods on several nodes need ReadWriteMany."""
+    workspace_storage_class: Optional[pulumi.Input[str]] = None
+    """Storage class of the workspace PVC. Default: the cluster's."""
+    initializer_timeout_seconds: Optional[int] = Field(default=3600, ge=1, le=INT32_MAX)
+    """How long `pulumi up` waits for each initializer Job, and training pods wait for their markers."""
+    extra_roles: Optional[dict[str, ExtraRole]] = Field(default_factory=dict)
+    """Role name -> pods beside training that get no training env (TensorBoard, an evaluator)."""
+    pod_spec_overrides: Optional[dict[str, Any]] = None
+    """PodSpec fields the arguments do not model, in Kubernetes' camelCase (hostNetwork, dnsPolicy,
+    topologySpreadConstraints, shareProcessNamespace, ...), set on every training pod. Fields the job
+    derives or has an argument for are refused."""
+    container_overrides: Optional[dict[str, Any]] = None
+    """Container fields the arguments do not model (lifecycle, startupProbe, ...), set on each training pod's
+    main container. Fields the job derives or has an argument for are refused."""
+    job_spec_overrides: Optional[dict[str, Any]] = None
+    """JobSpec fields the arguments do not model (podFailurePolicy, successPolicy, ...), set on every training
+    Job. Fields the job derives or has an argument for are refused."""
+
+    @field_validator("workspace_size", mode="before")
+    @classmethod
+    def _workspace_quantity(cls, value: Any) -> Any:
+        return None if value is None else _quantity(value)
 
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""
-        fields = {name: getattr(self, name) for name in _PodFields.model_fields}
-        return PodTemplate(**fields, resources=self.resources_per_node)
+        return PodTemplate.model_construct(**{name: getattr(self, name) for name in _JOB_POD_FIELDS},
+                                           resources=self.resources_per_node)
 
 
-def builtin_runtimes(family: str, *runtimes: TrainingRuntime) -> BeforeValidator:
-    """Lets a `runtime` argument name one of the family's built-in runtimes, as stack config does."""
-    by_name = {runtime.name: runtime for runtime in runtimes}
+resolve_input_types(EnvVar, PodTemplate, Initializer, ExtraRole, TrainingRuntime, TrainJobArgs)
 
-    def lookup(value: Any) -> Any:
-        if isinstance(value, str):
-            if value not in by_name:
-                raise ValueError(f'unknown runtime "{value}"; built-in {family} runtimes: {", ".join(sorted(by_name))}')
-            return by_name[value]
+
+def builtin_runtime(value: Any, family: str, runtimes: dict[str, TrainingRuntime]) -> Any:
+    """A `runtime` argument naming a built-in runtime, as a string (stack config) or as a runtime
+    that gives only a built-in's name (other Pulumi languages), is that built-in runtime."""
+    if isinstance(value, dict) and set(value) == {"name"} and value["name"] in runtimes:
+        return runtimes[value["name"]]
+    if not isinstance(value, str):
         return value
-
-    return BeforeValidator(lookup)
+    name = value
+    if name not in runtimes:
+        raise ValueError(f'unknown runtime "{name}"; built-in {family} runtimes: {", ".join(sorted(runtimes))}')
+    return runtimes[name]
 
 
 def parse_args(component: str, name: str, model: type[BaseModel], value: Any) -> Any:
@@ -185,17 +373,22 @@ def parse_args(component: str, name: str, model: type[BaseModel], value: Any) ->
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise TrainJobError(component, name, [Issue("args", f"expected {model.__name__} or a dict, got {type(value).__name__}")])
+        raise TrainJobError(component, name, [Issue("args", f"expected {model.__name__} or a dict, got "
+                                                           f"{type(value).__name__}")])
     try:
         return model.model_validate(value)
     except pydantic.ValidationError as exc:
-        raise TrainJobError(component, name, _issues(model, exc)) from None
+        raise TrainJobError(component, name, validation_issues(model, exc)) from None
 
 
-def _issues(model: type[BaseModel], exc: pydantic.ValidationError) -> list[Issue]:
-    issues: dict[str, Issue] = {}
+def validation_issues(model: type[BaseModel], exc: pydantic.ValidationError) -> list[Issue]:
+    """A pydantic error as one Issue per argument path, with "did you mean" for unknown arguments."""
+    found: dict[str, Issue] = {}
     for error in exc.errors():
         path, owner = _field_path(model, error["loc"])
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, MappingKeyError):
+            path = f"{path}.{cause.key}"
         if error["type"] == "extra_forbidden":
             unknown = path.rpartition(".")[2]
             known = list(owner.model_fields) if owner else []
@@ -205,9 +398,14 @@ def _issues(model: type[BaseModel], exc: pydantic.ValidationError) -> list[Issue
         else:
             message = error["msg"].removeprefix("Value error, ")
             if error["type"] not in ("missing", "value_error") and not isinstance(error.get("input"), (dict, list)):
-                message += f" (got {error['input']!r})"
-        issues.setdefault(path, Issue(path, message))
-    return list(issues.values())
+                message += f" (got {_shown(error.get('input'))})"
+        found.setdefault(path, Issue(path, message))
+    return list(found.values())
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _field_path(model: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel] | None]:
@@ -223,7 +421,7 @@ def _field_path(model: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel
             owner = current
             parts.append(item)
             current = _inner_model(current.model_fields[item].annotation)
-        elif _is_model(current) and item not in current.model_fields and item == loc[-1]:
+        elif _is_model(current) and item not in current.model_fields and item == loc[-1] and "[" not in item:
             owner = current
             parts.append(item)
         elif current is None or not _is_model(current):
@@ -238,11 +436,11 @@ def _is_model(obj: Any) -> bool:
 
 
 def _inner_model(annotation: Any) -> Any:
-    """The model class inside Optional/Union/list/tuple/Annotated annotations, if any."""
+    """The model class inside Optional/Union/list/dict annotations, if any."""
     if _is_model(annotation):
         return annotation
     origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType, list, tuple, typing.Annotated):
+    if origin in (Union, types.UnionType, list, tuple, dict):
         for arg in typing.get_args(annotation):
             found = _inner_model(arg)
             if found is not None:

@@ -1,15 +1,19 @@
 """The thin Pulumi layer: a family's plan becomes child resources of one component."""
 
 import re
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_tls as tls
 from pydantic import BaseModel
 
-from .args import parse_args
-from .core import GeneratedSSHKey, TrainJobPlan
+from .args import is_deferred, parse_args
+from .core import TrainJobPlan
+from .deferred import PLACEHOLDERS, Concat, Digest, GeneratedSSHKey, short_digest
+from .errors import Issue, TrainJobError
+from .outputs import JobOutputs
+from .naming import argument_value_problem
 
 PACKAGE = "trainjobs"
 
@@ -20,6 +24,7 @@ _RESOURCE_CLASSES: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] =
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
 }
+_KEY_ALGORITHMS = {"ECDSA-P521": {"algorithm": "ECDSA", "ecdsa_curve": "P521"}, "ED25519": {"algorithm": "ED25519"}}
 
 
 def _snake(key: str) -> str:
@@ -33,27 +38,44 @@ class TrainJobComponent(pulumi.ComponentResource):
     raise TrainJobError and leave nothing in the stack. Each child's logical name is its
     Kubernetes name (derived from the job name), parented to the component; the caller's
     options (provider, protect, aliases, depends_on) flow to the children.
+
+    A family subclass names its arguments model (`args_type`), its outputs model (`outputs_type`,
+    whose fields become the component's Pulumi outputs and schema) and its derivation (`derive`).
     """
 
-    args_type: ClassVar[type[BaseModel]]
-    derive: ClassVar[Callable[[str, Any], TrainJobPlan]]
+    # Not annotated: Pulumi's schema inference reads every public annotation as an output.
+    args_type = BaseModel
+    outputs_type = JobOutputs
+    derive = None   # (name, args) -> TrainJobPlan
 
-    def __init__(self, name: str, args: Any, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """The outputs model's fields become `pulumi.Output[...]` annotations, which Pulumi's schema
+        inference and the component provider read: one declaration gives attributes, outputs and schema."""
+        super().__init_subclass__(**kwargs)
+        own = dict(cls.__dict__.get("__annotations__", {}))
+        own.update({name: pulumi.Output[field.annotation] for name, field in cls.outputs_type.model_fields.items()})
+        cls.__annotations__ = own
+
+    def __init__(self, name: str, args: Any, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         component = type(self).__name__
-        parsed = parse_args(component, name, self.args_type, args)
+        if not isinstance(name, str):
+            raise TrainJobError(component, repr(name), [Issue("name", f"must be a string, got {type(name).__name__}: "
+                                                                      "the job name names its Service, Jobs and pods")])
+        parsed, deferred = _checked_when_resolved(component, name, parse_args(component, name, self.args_type, args))
         plan = type(self).derive(name, parsed)
+        _claim_names(component, name, plan)
         super().__init__(f"{PACKAGE}:index:{component}", name, None, opts)
         self.args = parsed
         self.plan = plan
-        caller_depends = list((opts.depends_on if opts and isinstance(opts.depends_on, list)
-                               else [opts.depends_on] if opts and opts.depends_on else []))
+        caller_depends = _as_list(opts.depends_on if opts else None)
         self.resources: dict[str, pulumi.CustomResource] = {}
         self._keys: dict[str, tls.PrivateKey] = {}
         prerequisites: list[pulumi.Resource] = []
         by_name: dict[str, pulumi.CustomResource] = {}
         for manifest in plan.manifests:
-            manifest = self._resolve_generated(manifest, caller_depends)
             kind, object_name = manifest["kind"], manifest["metadata"]["name"]
+            if deferred or kind == "Secret":   # placeholders come from Outputs, or are keys in Secrets
+                manifest = self._resolve(manifest, caller_depends)
             ordered_after = [by_name[before] for after, before in plan.ordering if after == object_name]
             child_opts = pulumi.ResourceOptions(
                 parent=self,
@@ -65,34 +87,106 @@ class TrainJobComponent(pulumi.ComponentResource):
             if kind != "Job":
                 prerequisites.append(resource)
 
-        # Outputs resolve once every child is registered, so dependents wait for the whole job;
-        # URNs are known during preview, so previews still show the values.
-        registered = pulumi.Output.all(*[r.urn for r in self.resources.values()])
-        outputs = {key: registered.apply(lambda _, value=value: value) for key, value in plan.outputs.items()}
-        for key, value in outputs.items():
-            setattr(self, key, value)
-        self.register_outputs(outputs)
+        values = {field: getattr(plan.outputs, field) for field in self.outputs_type.model_fields}
+        for field, value in values.items():
+            setattr(self, field, pulumi.Output.from_input(value))
+        self.register_outputs(values)
 
-    def _resolve_generated(self, value: Any, caller_depends: list) -> Any:
-        """Replace GeneratedSSHKey placeholders with outputs of a key pair kept in Pulumi state."""
+    def _resolve(self, value: Any, caller_depends: list) -> Any:
+        """The manifest with each placeholder replaced by an Output (see components.deferred)."""
         if isinstance(value, dict):
-            return {k: self._resolve_generated(v, caller_depends) for k, v in value.items()}
+            return {k: self._resolve(v, caller_depends) for k, v in value.items()}
         if isinstance(value, list):
-            return [self._resolve_generated(v, caller_depends) for v in value]
-        if isinstance(value, GeneratedSSHKey):
-            key = self._keys.get(value.name)
-            if key is None:
-                algorithm = {"ECDSA-P521": {"algorithm": "ECDSA", "ecdsa_curve": "P521"},
-                             "ED25519": {"algorithm": "ED25519"}}[value.algorithm]
-                key = tls.PrivateKey(value.name, **algorithm,
-                                     opts=pulumi.ResourceOptions(parent=self, depends_on=caller_depends))
-                self._keys[value.name] = key
-                self.resources[f"PrivateKey/{value.name}"] = key
-            return key.private_key_openssh if value.part == "private" else key.public_key_openssh
-        return value
+            return [self._resolve(v, caller_depends) for v in value]
+        if not isinstance(value, PLACEHOLDERS):
+            return value
+        if isinstance(value, Concat):
+            return pulumi.Output.concat(*(self._resolve(part, caller_depends) for part in value.parts))
+        if isinstance(value, Digest):
+            return pulumi.Output.from_input(value.value).apply(short_digest)
+        key = self._keys.get(value.name)
+        if key is None:
+            key = tls.PrivateKey(value.name, **_KEY_ALGORITHMS[value.algorithm],
+                                 opts=pulumi.ResourceOptions(parent=self, depends_on=caller_depends))
+            self._keys[value.name] = key
+            self.resources[f"PrivateKey/{value.name}"] = key
+        return key.private_key_openssh if value.part == "private" else key.public_key_openssh
 
     @staticmethod
     def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
         resource_class = _RESOURCE_CLASSES[(manifest["apiVersion"], manifest["kind"])]
         props = {_snake(k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
         return resource_class(manifest["metadata"]["name"], opts=opts, **props)
+
+
+def _as_list(depends_on: Any) -> list:
+    if depends_on is None:
+        return []
+    return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
+
+
+def _checked_when_resolved(component: str, name: str, model: BaseModel) -> tuple[BaseModel, bool]:
+    """The arguments with each Output replaced by one that checks its value once resolved, and whether
+    there was any.
+
+    A value Pulumi resolves later (an Output image, an Output namespace) cannot be checked at
+    construction; it gets the same check when it resolves, and a bad value fails the update with
+    the argument named. Secrets stay secret and unknowns stay unknown (apply keeps both).
+    """
+    found = [False]
+
+    def walk(value: Any, path: str, leaf: str) -> Any:
+        if isinstance(value, BaseModel):
+            updates = {}
+            for field in type(value).model_fields:
+                current = getattr(value, field)
+                new = walk(current, f"{path}.{field}" if path else field, field)
+                if new is not current:
+                    updates[field] = new
+            return value.model_copy(update=updates) if updates else value
+        if isinstance(value, dict):
+            new = {k: walk(v, f"{path}.{k}", leaf) for k, v in value.items()}
+            return new if any(new[k] is not value[k] for k in value) else value
+        if isinstance(value, list):
+            new = [walk(v, f"{path}[{i}]", leaf) for i, v in enumerate(value)]
+            return new if any(a is not b for a, b in zip(new, value)) else value
+        if is_deferred(value):
+            found[0] = True
+            return pulumi.Output.from_input(value).apply(lambda resolved: _check(component, name, path, leaf, resolved))
+        return value
+
+    return walk(model, "", ""), found[0]
+
+
+def _check(component: str, name: str, path: str, leaf: str, value: Any) -> Any:
+    problem = argument_value_problem(leaf, value)
+    if problem:
+        raise TrainJobError(component, name, [Issue(path, f"{problem} (the value arrived as an Output)")])
+    return value
+
+
+# --- one name, one job ------------------------------------------------------------------------------
+
+_claims: dict[tuple, str] = {}
+_claims_monitor: list[Any] = [None]
+
+
+def _claim_names(component: str, name: str, plan: TrainJobPlan) -> None:
+    """Two jobs of one program must not derive an object of the same kind, namespace and name: the
+    engine would refuse the program, or one object would silently replace the other."""
+    monitor = pulumi.runtime.settings.get_monitor()
+    if _claims_monitor[0] is not monitor:   # a new program run
+        _claims.clear()
+        _claims_monitor[0] = monitor
+    namespace = plan.namespace if isinstance(plan.namespace, str) or plan.namespace is None else id(plan.namespace)
+    mine = {(m["kind"], namespace, m["metadata"]["name"]) for m in plan.manifests}
+    clashes = sorted((key, _claims[key]) for key in mine if key in _claims)
+    if clashes:
+        (kind, _, object_name), owner = clashes[0]
+        if owner == name:
+            message = f'another job is already named "{name}" in this program; give each job its own name'
+        else:
+            message = (f'{kind} "{object_name}" would also be created by job "{owner}"; rename one of the jobs '
+                       f"(or the extra role) so their objects differ")
+        raise TrainJobError(component, name, [Issue("name", message)])
+    _claims.update({key: name for key in mine})

@@ -5,15 +5,22 @@ ports of its pods and calls these builders, which own the naming, labels, pod de
 checks every job needs.
 """
 
-import hashlib
-import json
-from dataclasses import dataclass, field
+import difflib
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pulumi_kubernetes import _tables as k8s_tables
+from pulumi_kubernetes.batch.v1 import JobSpecArgs
+from pulumi_kubernetes.core.v1 import ContainerArgs, PodSpecArgs
+
 from .args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from .deferred import concat, digest, is_plain
 from .errors import IssueCollector
-from .naming import (label_key_problem, label_value_problem, rfc1035_label_problem,
+from .naming import (MAX_DNS_LABEL, argument_value_problem, label_key_problem, rfc1035_label_problem,
                      rfc1123_label_problem)
+from .outputs import JobOutputs
 from .quantity import ceil_value, parse_quantity
 
 LABEL_JOB = "trainjobs.io/job-name"
@@ -27,26 +34,13 @@ SHM_VOLUME = "dshm"
 
 
 @dataclass(frozen=True)
-class GeneratedSSHKey:
-    """Placeholder for key material the component generates at deploy time and keeps in state.
-
-    A plan stays a pure value; the component replaces each placeholder with an output of one
-    key-pair resource per (`name`, algorithm), so the key is stable across updates.
-    """
-
-    name: str
-    part: str  # "private" (OpenSSH format) or "public" (authorized_keys line)
-    algorithm: str = "ECDSA-P521"
-
-
-@dataclass(frozen=True)
 class TrainJobPlan:
     """Everything a component registers, as plain manifests in apply order, plus its outputs."""
 
     name: str
-    namespace: str | None
+    namespace: Any   # a string, None, or an Output
     manifests: tuple[dict[str, Any], ...]
-    outputs: dict[str, Any] = field(default_factory=dict)
+    outputs: JobOutputs
     # (dependent, prerequisite) object names: under `pulumi up` the dependent is created only
     # after the prerequisite is ready (for a Job without skipAwait: complete).
     ordering: tuple[tuple[str, str], ...] = ()
@@ -77,7 +71,7 @@ def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:
     and sidecars by name, volume mounts by mount path, resources per key of requests and limits.
     """
     merged: dict[str, Any] = {}
-    model = type(base)
+    model = type(base)   # the values are validated already: merge without validating again
     for name in model.model_fields:
         low, high = getattr(base, name), getattr(top, name, None)
         if high is None:
@@ -91,13 +85,13 @@ def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:
         elif name == "volume_mounts":
             merged[name] = _upsert(low, high, key=lambda m: m.get("mountPath"))
         elif name == "resources":
-            merged[name] = Resources(requests={**low.requests, **high.requests},
-                                     limits={**low.limits, **high.limits})
+            merged[name] = Resources.model_construct(requests={**low.requests, **high.requests},
+                                                     limits={**low.limits, **high.limits})
         elif isinstance(high, dict):
             merged[name] = {**low, **high}
         else:
             merged[name] = high
-    return model(**merged)
+    return model.model_construct(**merged)
 
 
 def _upsert(items: list, additions: list, key) -> list:
@@ -155,7 +149,7 @@ def normalized_resources(resources: Resources | None) -> Resources | None:
             value = limits.get(name, requests.get(name))
             requests.setdefault(name, value)
             limits.setdefault(name, value)
-    return Resources(requests=requests, limits=limits)
+    return Resources.model_construct(requests=requests, limits=limits)
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -168,18 +162,16 @@ def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: Tr
         issues.add("name", f"{problem}. The job name becomes the Service name and the pods' DNS subdomain.")
     elif hostnames:
         longest = max(hostnames, key=len)
-        if len(longest) > 63:
-            issues.add("name", f'derived pod hostname "{longest}" is {len(longest)} characters; the limit is 63. '
-                               f"Shorten the job name by at least {len(longest) - 63} characters "
-                               f"(or use fewer nodes).")
-    if args.namespace is not None:
-        problem = rfc1123_label_problem(args.namespace)
-        if problem:
-            issues.add("namespace", problem)
+        if len(longest) > MAX_DNS_LABEL:
+            issues.add("name", f'derived pod hostname "{longest}" is {len(longest)} characters; the limit is '
+                               f"{MAX_DNS_LABEL}. Shorten the job name by at least {len(longest) - MAX_DNS_LABEL} "
+                               f"characters (or use fewer nodes).")
+    check_plain(issues, "namespace", args.namespace)
     for field_name, labels in (("labels", {**runtime.labels, **args.labels}),
                                ("pod_labels", args.pod_labels or {})):
         for key, value in labels.items():
-            problem = label_key_problem(key) or label_value_problem(value)
+            problem = label_key_problem(key) or (argument_value_problem("labels", value) if isinstance(value, str)
+                                                 else None)
             if problem:
                 issues.add(f"{field_name}.{key}", problem)
             if key in RESERVED_LABELS:
@@ -191,10 +183,24 @@ def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: Tr
                 issues.add(f"{field_name}.{key}", problem)
 
 
+def check_plain(issues: IssueCollector, field: str, value: Any, path: str | None = None) -> None:
+    """The argument's rule (naming.argument_value_problem) on a value known now; an Output is checked
+    by the component when it resolves."""
+    if isinstance(value, str):
+        problem = argument_value_problem(field, value)
+        if problem:
+            issues.add(path or field, problem)
+
+
 def check_template(issues: IssueCollector, template: PodTemplate, role: str) -> None:
     """A role's effective template can make a pod: an image, consistent extended resources."""
-    if not template.image:
+    if template.image is None or template.image == "":
         issues.add("image", f"no image for the {role} pods: set image, or give the runtime's {role} template one")
+    check_plain(issues, "image", template.image)
+    for field in ("service_account_name", "priority_class_name"):
+        check_plain(issues, field, getattr(template, field))
+    for i, secret in enumerate(template.image_pull_secrets or []):
+        check_plain(issues, "image_pull_secrets", secret, f"image_pull_secrets[{i}]")
     if template.resources:
         for name, limit in template.resources.limits.items():
             request = template.resources.requests.get(name)
@@ -371,6 +377,83 @@ def metadata_without_name(labels: dict, annotations: dict) -> dict[str, Any]:
     return meta
 
 
+# --- fields the arguments do not model ------------------------------------------------------------
+
+def _field_kinds(args_class: type) -> dict[str, type]:
+    """Kubernetes field (camelCase) -> the JSON kind of its value, from pulumi-kubernetes' typed args."""
+    kinds = {}
+    for snake, parameter in inspect.signature(args_class.__init__).parameters.items():
+        if snake == "__self__":
+            continue
+        camel = k8s_tables.SNAKE_TO_CAMEL_CASE_TABLE.get(snake, snake)
+        first = typing_args[0] if (typing_args := getattr(parameter.annotation, "__args__", None)) else None
+        origin = getattr(first, "__origin__", first)
+        kinds[camel] = (bool if first is bool else int if first is int else str if first is str
+                        else list if origin in (list, Sequence) else dict)
+    return kinds
+
+
+# Each override target: its fields' kinds, and the fields an argument already sets or the job derives.
+_OVERRIDES = {
+    "pod_spec_overrides": (_field_kinds(PodSpecArgs), {
+        "containers": None, "initContainers": "init_containers and sidecars", "subdomain": None, "hostname": None,
+        "restartPolicy": None, "volumes": "volumes", "nodeSelector": "node_selector", "tolerations": "tolerations",
+        "affinity": "affinity", "serviceAccountName": "service_account_name", "serviceAccount": "service_account_name",
+        "imagePullSecrets": "image_pull_secrets", "priorityClassName": "priority_class_name",
+        "securityContext": "security_context"}),
+    "container_overrides": (_field_kinds(ContainerArgs), {
+        "name": None, "image": "image", "command": "command", "args": "args", "env": "env", "envFrom": "env_from",
+        "ports": "ports", "resources": "resources_per_node", "volumeMounts": "volume_mounts",
+        "workingDir": "working_dir", "imagePullPolicy": "image_pull_policy",
+        "securityContext": "container_security_context"}),
+    "job_spec_overrides": (_field_kinds(JobSpecArgs), {
+        "template": None, "completions": None, "parallelism": None, "completionMode": None, "selector": None,
+        "manualSelector": None, "backoffLimit": "backoff_limit", "activeDeadlineSeconds": "active_deadline_seconds",
+        "ttlSecondsAfterFinished": "ttl_seconds_after_finished"}),
+}
+
+
+def check_overrides(issues: IssueCollector, args: TrainJobArgs) -> None:
+    """Override keys are real Kubernetes fields of the right kind that no argument or derivation sets."""
+    for field, (kinds, taken) in _OVERRIDES.items():
+        for key, value in (getattr(args, field) or {}).items():
+            path = f"{field}.{key}"
+            if key in taken:
+                instead = taken[key]
+                issues.add(path, f"use the {instead} argument instead" if instead else
+                           f"{key} is derived by the job (names, counts, DNS and env depend on it); it cannot be "
+                           "overridden")
+            elif key not in kinds:
+                close = difflib.get_close_matches(key, list(kinds), n=1)
+                issues.add(path, f"not a field of {_TARGET_NAMES[field]}" +
+                           (f'; did you mean "{close[0]}"?' if close else " (use Kubernetes' camelCase field names)"))
+            elif is_plain(value) and value is not None and not _is_kind(value, kinds[key]):
+                issues.add(path, f"{_TARGET_NAMES[field]}.{key} takes a {_KIND_NAMES[kinds[key]]}, "
+                                 f"got {type(value).__name__}")
+
+
+_TARGET_NAMES = {"pod_spec_overrides": "PodSpec", "container_overrides": "Container", "job_spec_overrides": "JobSpec"}
+_KIND_NAMES = {bool: "boolean", int: "integer", str: "string", list: "list", dict: "mapping"}
+
+
+def _is_kind(value: Any, kind: type) -> bool:
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def apply_overrides(job: dict[str, Any], args: TrainJobArgs) -> dict[str, Any]:
+    """A training Job with the job's override fields set (checked by check_overrides)."""
+    pod = job["spec"]["template"]["spec"]
+    if args.pod_spec_overrides:
+        pod.update(args.pod_spec_overrides)
+    if args.container_overrides:
+        pod["containers"][0].update(args.container_overrides)
+    if args.job_spec_overrides:
+        job["spec"].update(args.job_spec_overrides)
+    return job
+
+
 # --- initializers and extra roles ---------------------------------------------------------------
 
 WORKSPACE = "/workspace"
@@ -446,6 +529,8 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         if spec.storage_uri is None and spec.command is None:
             issues.add(f"{field_name}.storage_uri", "set the URI to download from (e.g. hf://org/name), "
                                                     "or a command for a custom initializer")
+        for field in ("storage_uri", "secret_name"):
+            check_plain(issues, field, getattr(spec, field), f"{field_name}.{field}")
         configured[role] = spec
     if not configured:
         return InitializerSetup()
@@ -457,7 +542,8 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         claim = f"{name}-initializer"
         pvc_spec: dict[str, Any] = {"accessModes": [args.workspace_access_mode],
                                     "resources": {"requests": {"storage": args.workspace_size}}}
-        if args.workspace_storage_class:
+        if args.workspace_storage_class is not None:
+            check_plain(issues, "workspace_storage_class", args.workspace_storage_class)
             pvc_spec["storageClassName"] = args.workspace_storage_class
         manifests.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                           "metadata": metadata(claim, args.namespace, object_labels(name, "workspace", runtime, args),
@@ -470,8 +556,7 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
     lifecycle = args.model_copy(update={"wait_for_completion": True,
                                         "wait_timeout_seconds": args.initializer_timeout_seconds})
     for role, spec in configured.items():
-        digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True).encode())
-        marker = f"{MARKER_DIR}/{role}-{digest.hexdigest()[:12]}.done"
+        marker = concat(f"{MARKER_DIR}/{role}-", digest(spec.model_dump(by_alias=True)), ".done")
         env = template_env(spec)
         if spec.storage_uri is not None:
             env = upsert_env(env, [{"name": "STORAGE_URI", "value": spec.storage_uri}])
@@ -531,8 +616,7 @@ class TrainingRole:
 
 
 def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector,
-         roles: list[TrainingRole], objects: list[dict[str, Any]] = (), outputs: dict[str, Any] | None = None,
-         ) -> TrainJobPlan:
+         roles: list[TrainingRole], outputs: JobOutputs, objects: list[dict[str, Any]] = ()) -> TrainJobPlan:
     """A family's training roles plus what every job has: checks, Service, initializers, extra roles.
 
     Raises TrainJobError with every problem (the family's and the common ones) before returning.
@@ -543,6 +627,7 @@ def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime
     hostnames += check_extra_roles(issues, name, args)
     setup = initializers(name, args, runtime, issues)
     check_job(issues, name, args, runtime, hostnames)
+    check_overrides(issues, args)
     issues.raise_if_any(component, name)
 
     jobs = []
@@ -555,10 +640,11 @@ def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime
                                            key=lambda m: m.get("mountPath"))
             volumes.append(setup.volume)
             waits = setup.wait_container(r.template) + waits
-        jobs.append(indexed_job(name, r.role, r.pods, r.template, main, runtime, args, extra_volumes=volumes,
-                                init_containers=waits, dns_config=r.dns_config))
+        jobs.append(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime, args,
+                                                extra_volumes=volumes, init_containers=waits,
+                                                dns_config=r.dns_config), args))
     ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
     manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
                  *extra_role_jobs(name, args, runtime))
-    return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests),
-                        outputs=dict(outputs or {}), ordering=ordering)
+    return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
+                        ordering=ordering)

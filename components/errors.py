@@ -21,12 +21,13 @@ class TrainJobError(ValueError):
     `pulumi up` or `trainjobs render` leaves no partial job behind.
     """
 
-    def __init__(self, component: str, name: str, issues: list[Issue]):
+    def __init__(self, component: str, name: str | None, issues: list[Issue]):
         self.component = component
         self.name = name
         self.issues = tuple(issues)
         lines = "\n".join(f"  - {issue}" for issue in self.issues)
-        super().__init__(f'{component} "{name}": invalid arguments\n{lines}')
+        subject = component if name is None else f'{component} "{name}"'
+        super().__init__(f"{subject}: invalid arguments\n{lines}")
 
 
 class IssueCollector:

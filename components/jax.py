@@ -5,15 +5,16 @@ JAX reads JAX_COORDINATOR_ADDRESS by itself; the training code passes JAX_NUM_PR
 JAX_PROCESS_ID to `jax.distributed.initialize()` (see docs/components.md).
 """
 
-from typing import Annotated, Any
+from typing import Any, Optional
 
 import pulumi
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from . import core
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .errors import IssueCollector
+from .outputs import JobOutputs
 
 ROLE = "node"
 COORDINATOR_PORT = 29500
@@ -22,17 +23,37 @@ COORDINATOR_PORT = 29500
 class JaxRuntime(TrainingRuntime):
     """A reusable JAX runtime: the template of the `node` pods."""
 
-    node: PodTemplate = Field(default_factory=PodTemplate)
+    node: Optional[PodTemplate] = Field(default_factory=PodTemplate)
+    """Template of the JAX pods."""
 
 
+resolve_input_types(JaxRuntime)
 JAX_DISTRIBUTED = JaxRuntime(name="jax-distributed", node=PodTemplate(image="nvcr.io/nvidia/jax:25.10-py3"))
-BUILTIN_RUNTIMES = builtin_runtimes("JAX", JAX_DISTRIBUTED)
+BUILTIN_RUNTIMES = {JAX_DISTRIBUTED.name: JAX_DISTRIBUTED}
 
 
 class JaxTrainJobArgs(TrainJobArgs):
     """Arguments of JaxTrainJob."""
 
-    runtime: Annotated[JaxRuntime, BUILTIN_RUNTIMES] = JAX_DISTRIBUTED
+    runtime: Optional[JaxRuntime] = JAX_DISTRIBUTED
+    """A JaxRuntime, or the name of a built-in one. Default: jax-distributed."""
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        return builtin_runtime(value, "JAX", BUILTIN_RUNTIMES)
+
+
+resolve_input_types(JaxTrainJobArgs)
+
+
+class JaxOutputs(JobOutputs):
+    """Outputs of JaxTrainJob."""
+
+    coordinator_address: str
+    """`<N>-node-0-0.<N>:29500`."""
+    num_processes: int
+    """One JAX process per pod."""
 
 
 RESERVED_ENV = {
@@ -61,27 +82,18 @@ def derive_jax(name: str, args: JaxTrainJobArgs) -> core.TrainJobPlan:
     node = core.container(template, env, ports=[{"containerPort": COORDINATOR_PORT}], extra_mounts=[])
     return core.plan("JaxTrainJob", name, args, args.runtime, issues,
                      [core.TrainingRole(ROLE, args.num_nodes, template, node)],
-                     outputs={"service_name": name, "job_name": core.job_name(name, ROLE),
-                              "coordinator_address": coordinator_address(name), "num_processes": args.num_nodes,
-                              "namespace": args.namespace})
+                     outputs=JaxOutputs.model_construct(
+                         service_name=name, job_name=core.job_name(name, ROLE), namespace=args.namespace,
+                         coordinator_address=coordinator_address(name), num_processes=args.num_nodes))
 
 
 class JaxTrainJob(TrainJobComponent):
     """Multi-process JAX on any cluster: headless Service `N` + Indexed Job `N-node-0`."""
 
     args_type = JaxTrainJobArgs
+    outputs_type = JaxOutputs
     derive = staticmethod(derive_jax)
 
-    service_name: pulumi.Output[str]
-    """Headless Service (and pod DNS subdomain)."""
-    job_name: pulumi.Output[str]
-    """The Indexed Job running the JAX processes."""
-    coordinator_address: pulumi.Output[str]
-    """`<N>-node-0-0.<N>:29500`."""
-    num_processes: pulumi.Output[int]
-    """One JAX process per pod."""
-    namespace: pulumi.Output[str | None]
-    """Namespace given, or None for the provider's default."""
-
-    def __init__(self, name: str, args: JaxTrainJobArgs | dict, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: JaxTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        """`args`: a JaxTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
         super().__init__(name, args, opts)

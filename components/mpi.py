@@ -12,17 +12,20 @@ Lifecycle without an operator:
   sshd and exit with that code, so success completes every Job and failure fails them.
 """
 
+import enum
 import re
 import shlex
-from typing import Annotated, Any, Literal
+from typing import Any, Optional
 
 import pulumi
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from . import core
-from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
+from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
+from .deferred import GeneratedSSHKey, concat
 from .errors import IssueCollector
+from .outputs import JobOutputs
 
 LAUNCHER, NODE = "launcher", "node"
 HOSTFILE_DIR = "/etc/mpi"
@@ -31,19 +34,38 @@ CONTROL_DIR = "/var/run/trainjobs"
 DEFAULT_SSHD = ["/usr/sbin/sshd", "-De"]
 MODE_OWNER_ONLY, MODE_GROUP_READ, MODE_PUBLIC, MODE_READ_ONLY = 0o600, 0o640, 0o644, 0o444
 
-Implementation = Literal["OpenMPI", "IntelMPI", "MPICH"]
+class Implementation(str, enum.Enum):
+    """The MPI implementation of the image: it decides the hostfile format and the launcher's env."""
+
+    OPENMPI = "OpenMPI"
+    INTEL_MPI = "IntelMPI"
+    MPICH = "MPICH"
+
+
+class SshKeyAlgorithm(str, enum.Enum):
+    """Algorithm of the job's generated SSH key pair."""
+
+    ECDSA_P521 = "ECDSA-P521"
+    ED25519 = "ED25519"
 
 
 class MpiRuntime(TrainingRuntime):
     """A reusable MPI runtime: launcher and node templates plus the MPI policy."""
 
-    launcher: PodTemplate | None = Field(default_factory=PodTemplate)
-    node: PodTemplate | None = Field(default_factory=lambda: PodTemplate(command=DEFAULT_SSHD))
-    mpi_implementation: Implementation = "OpenMPI"
-    num_proc_per_node: int = Field(default=1, ge=1)
-    ssh_auth_mount_path: str = "/root/.ssh"
-    ssh_port: int = Field(default=22, ge=1, le=65535)
-    run_launcher_as_node: bool = False
+    launcher: Optional[PodTemplate] = Field(default_factory=PodTemplate)
+    """Template of the launcher pod (runs the command, e.g. mpirun)."""
+    node: Optional[PodTemplate] = Field(default_factory=lambda: PodTemplate(command=DEFAULT_SSHD))
+    """Template of the node pods (run sshd). Default command: /usr/sbin/sshd -De."""
+    mpi_implementation: Optional[Implementation] = Implementation.OPENMPI.value
+    """OpenMPI, IntelMPI or MPICH."""
+    num_proc_per_node: Optional[int] = Field(default=1, ge=1)
+    """Slots per host."""
+    ssh_auth_mount_path: Optional[str] = "/root/.ssh"
+    """Where the SSH key pair is mounted (the ssh user's ~/.ssh)."""
+    ssh_port: Optional[int] = Field(default=22, ge=1, le=65535)
+    """Port the node pods' sshd listens on."""
+    run_launcher_as_node: Optional[bool] = False
+    """Whether the launcher is also an MPI host."""
 
 
 def _kubeflow_mpi_runtime(name: str, image: str) -> MpiRuntime:
@@ -59,31 +81,71 @@ def _kubeflow_mpi_runtime(name: str, image: str) -> MpiRuntime:
     )
 
 
+resolve_input_types(MpiRuntime)
 MPI_DISTRIBUTED = MpiRuntime(name="mpi-distributed")
 DEEPSPEED_DISTRIBUTED = _kubeflow_mpi_runtime("deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0")
 MLX_DISTRIBUTED = _kubeflow_mpi_runtime("mlx-distributed", "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0")
-BUILTIN_RUNTIMES = builtin_runtimes("MPI", MPI_DISTRIBUTED, DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED)
+BUILTIN_RUNTIMES = {runtime.name: runtime for runtime in (MPI_DISTRIBUTED, DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED)}
 
 
 class MpiTrainJobArgs(TrainJobArgs):
     """Arguments of MpiTrainJob. `command`/`args` run on the launcher; the rest applies to every pod."""
 
-    num_proc_per_node: int | None = Field(default=None, ge=1)
-    mpi_implementation: Implementation | None = None
-    run_launcher_as_node: bool | None = None
-    ssh_auth_mount_path: str | None = None
-    ssh_key_algorithm: Literal["ECDSA-P521", "ED25519"] = "ECDSA-P521"
-    launcher_wait_timeout_seconds: int = Field(default=300, ge=1)
-    cluster_domain: str = "cluster.local"
-    runtime: Annotated[MpiRuntime, BUILTIN_RUNTIMES] = MPI_DISTRIBUTED
+    num_proc_per_node: Optional[int] = Field(default=None, ge=1, le=100000)
+    """Slots per host. Default: the runtime's (1), or the node's GPU count when it has several."""
+    mpi_implementation: Optional[Implementation] = None
+    """OpenMPI, IntelMPI or MPICH. Default: the runtime's (OpenMPI)."""
+    run_launcher_as_node: Optional[bool] = None
+    """Whether the launcher is also an MPI host. Default: the runtime's (true for DeepSpeed and MLX)."""
+    ssh_auth_mount_path: Optional[str] = None
+    """Where the key pair is mounted. Default: the runtime's (/root/.ssh, /home/mpiuser/.ssh for Kubeflow's)."""
+    ssh_key_algorithm: Optional[SshKeyAlgorithm] = SshKeyAlgorithm.ECDSA_P521.value
+    """Algorithm of the generated key pair: ECDSA-P521 or ED25519."""
+    launcher_wait_timeout_seconds: Optional[int] = Field(default=300, ge=1, le=2**31 - 1)
+    """How long the launcher waits for every host to resolve and accept SSH before it fails."""
+    cluster_domain: Optional[str] = "cluster.local"
+    """The cluster's DNS domain, for the pods' DNS search path (Intel MPI and MPICH)."""
+    runtime: Optional[MpiRuntime] = MPI_DISTRIBUTED
+    """An MpiRuntime, or the name of a built-in one. Default: mpi-distributed."""
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        return builtin_runtime(value, "MPI", BUILTIN_RUNTIMES)
 
 
 class DeepSpeedTrainJobArgs(MpiTrainJobArgs):
-    runtime: Annotated[MpiRuntime, BUILTIN_RUNTIMES] = DEEPSPEED_DISTRIBUTED
+    """Arguments of DeepSpeedTrainJob: those of MpiTrainJob."""
+
+    runtime: Optional[MpiRuntime] = DEEPSPEED_DISTRIBUTED
+    """An MpiRuntime, or the name of a built-in one. Default: deepspeed-distributed."""
 
 
 class MlxTrainJobArgs(MpiTrainJobArgs):
-    runtime: Annotated[MpiRuntime, BUILTIN_RUNTIMES] = MLX_DISTRIBUTED
+    """Arguments of MlxTrainJob: those of MpiTrainJob."""
+
+    runtime: Optional[MpiRuntime] = MLX_DISTRIBUTED
+    """An MpiRuntime, or the name of a built-in one. Default: mlx-distributed."""
+
+
+resolve_input_types(MpiTrainJobArgs, DeepSpeedTrainJobArgs, MlxTrainJobArgs)
+
+
+class MpiOutputs(JobOutputs):
+    """Outputs of the MPI family."""
+
+    node_job_name: Optional[str] = None
+    """The node Job `N-node-0`, or none when the launcher is the only host."""
+    hosts: list[str]
+    """MPI hosts in hostfile order."""
+    slots: int
+    """Slots (processes) per host."""
+    num_nodes: int
+    """Number of MPI hosts."""
+    mpi_implementation: str
+    """OpenMPI, IntelMPI or MPICH."""
+    ssh_secret_name: str
+    """The Secret holding the generated key pair."""
 
 
 def ssh_args(mount_path: str, port: int) -> str:
@@ -103,7 +165,7 @@ _REFERABLE_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _SHARED_REFS = ("secretKeyRef", "configMapKeyRef")
 
 
-def forwarded_env(env: tuple[EnvVar, ...] | None) -> list[str]:
+def forwarded_env(env: list[EnvVar] | None) -> list[str]:
     """The entries of OMPI_MCA_mca_base_env_list: the job's env, then PATH, for every rank on every host.
 
     Ranks that mpirun starts over ssh get sshd's environment; OpenMPI (4's orterun and 5's prterun)
@@ -124,6 +186,8 @@ def forwarded_env(env: tuple[EnvVar, ...] | None) -> list[str]:
             if len(var.value_from) != 1 or not refs or var.value_from[refs[0]].get("optional"):
                 continue
             entry = f"{var.name}=$({var.name})"
+        elif not isinstance(var.value, (str, type(None))):   # known later: may hold "="
+            entry = f"{var.name}=$({var.name})"
         elif "=" not in (var.value or ""):
             entry = var.name
         elif ";" not in var.value:
@@ -137,9 +201,9 @@ def forwarded_env(env: tuple[EnvVar, ...] | None) -> list[str]:
     return entries
 
 
-def forwarded_length(entries: list[str], env: tuple[EnvVar, ...] | None) -> int:
+def forwarded_length(entries: list[str], env: list[EnvVar] | None) -> int:
     """Length of the `OMPI_MCA_mca_base_env_list=...` string the container gets (literal values expanded)."""
-    literal = {var.name: var.value or "" for var in env or () if var.value_from is None}
+    literal = {var.name: var.value or "" for var in env or () if var.value_from is None and isinstance(var.value or "", str)}
     size = len(ENV_LIST) + len(entries)   # the "=" after the list's name and the ";" between entries
     for entry in entries:
         name, inline, _ = entry.partition("=")
@@ -158,6 +222,8 @@ def passes_x(argv: list[str]) -> bool:
     two methods")."""
     words: list[str] = []
     for arg in argv:
+        if not isinstance(arg, str):   # an Output: known only at deploy time
+            continue
         try:
             words += shlex.split(arg) if len(arg.split()) > 1 else [arg]
         except ValueError:
@@ -340,7 +406,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
                                        f"kubelet then makes the private key at {mount}/id_rsa group-readable (0640) "
                                        "and OpenSSH refuses a key its owner's group can read; run as a non-root "
                                        "user (runAsUser) or drop fsGroup")
-    if implementation != "OpenMPI" and not args.namespace:
+    if implementation != "OpenMPI" and args.namespace is None:
         issues.add("namespace", f"{implementation} connects back to the launcher by its short hostname; set namespace "
                                 f"so pods get the DNS search domain {name}.<namespace>.svc.{args.cluster_domain}")
 
@@ -360,7 +426,8 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
         hosts.append(launcher_host)
     workers = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
     ssh = ssh_args(mount, runtime.ssh_port)
-    dns_config = ({"searches": [f"{name}.{args.namespace}.svc.{args.cluster_domain}"]} if args.namespace else None)
+    dns_config = ({"searches": [concat(f"{name}.", args.namespace, f".svc.{args.cluster_domain}")]}
+                  if args.namespace is not None else None)
 
     key_volume = ssh_volume(name, as_root)
     key_mount = {"name": "mpi-ssh-auth", "mountPath": mount, "readOnly": True}
@@ -394,8 +461,8 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
         "metadata": core.metadata(f"{name}-mpi-ssh-auth", args.namespace, core.object_labels(name, "mpi", runtime, args),
                                   {**runtime.annotations, **args.annotations}),
-        "stringData": {"ssh-privatekey": core.GeneratedSSHKey(f"{name}-ssh-key", "private", args.ssh_key_algorithm),
-                       "ssh-publickey": core.GeneratedSSHKey(f"{name}-ssh-key", "public", args.ssh_key_algorithm)},
+        "stringData": {"ssh-privatekey": GeneratedSSHKey(f"{name}-ssh-key", "private", args.ssh_key_algorithm),
+                       "ssh-publickey": GeneratedSSHKey(f"{name}-ssh-key", "public", args.ssh_key_algorithm)},
     }
     config_map = {
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -417,17 +484,10 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
                                        extra_volumes=(key_volume, control_volume), dns_config=dns_config))
     return core.plan(
         component, name, args, runtime, issues, roles, objects=[secret, config_map],
-        outputs={
-            "service_name": name,
-            "job_name": core.job_name(name, LAUNCHER),
-            "node_job_name": core.job_name(name, NODE) if node_pods else None,
-            "hosts": hosts,
-            "slots": slots,
-            "num_nodes": args.num_nodes,
-            "mpi_implementation": implementation,
-            "ssh_secret_name": f"{name}-mpi-ssh-auth",
-            "namespace": args.namespace,
-        },
+        outputs=MpiOutputs.model_construct(
+            service_name=name, job_name=core.job_name(name, LAUNCHER), namespace=args.namespace,
+            node_job_name=core.job_name(name, NODE) if node_pods else None, hosts=hosts, slots=slots,
+            num_nodes=args.num_nodes, mpi_implementation=implementation, ssh_secret_name=f"{name}-mpi-ssh-auth"),
     )
 
 
@@ -435,40 +495,33 @@ class MpiTrainJob(TrainJobComponent):
     """mpirun over SSH on any cluster: launcher Job, sshd node Job, hostfile, SSH key pair."""
 
     args_type = MpiTrainJobArgs
+    outputs_type = MpiOutputs
     derive = staticmethod(derive_mpi)
 
-    service_name: pulumi.Output[str]
-    """Headless Service (and pod DNS subdomain)."""
-    job_name: pulumi.Output[str]
-    """The launcher Job `N-launcher-0`."""
-    node_job_name: pulumi.Output[str | None]
-    """The node Job `N-node-0`, or None when the launcher is the only host."""
-    hosts: pulumi.Output[list[str]]
-    """MPI hosts in hostfile order."""
-    slots: pulumi.Output[int]
-    """Slots (processes) per host."""
-    num_nodes: pulumi.Output[int]
-    """Number of MPI hosts."""
-    mpi_implementation: pulumi.Output[str]
-    """OpenMPI, IntelMPI or MPICH."""
-    ssh_secret_name: pulumi.Output[str]
-    """The Secret holding the generated key pair."""
-    namespace: pulumi.Output[str | None]
-    """Namespace given, or None for the provider's default."""
-
-    def __init__(self, name: str, args: MpiTrainJobArgs | dict, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: MpiTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        """`args`: an MpiTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
         super().__init__(name, args, opts)
 
 
-class DeepSpeedTrainJob(MpiTrainJob):
+class DeepSpeedTrainJob(TrainJobComponent):
     """DeepSpeed over MPI; defaults to Kubeflow's `deepspeed-distributed` runtime (launcher as a node)."""
 
     args_type = DeepSpeedTrainJobArgs
+    outputs_type = MpiOutputs
     derive = staticmethod(lambda name, args: derive_mpi(name, args, "DeepSpeedTrainJob"))
 
+    def __init__(self, name: str, args: DeepSpeedTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        """`args`: a DeepSpeedTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
+        super().__init__(name, args, opts)
 
-class MlxTrainJob(MpiTrainJob):
+
+class MlxTrainJob(TrainJobComponent):
     """MLX over MPI; defaults to Kubeflow's `mlx-distributed` runtime (launcher as a node)."""
 
     args_type = MlxTrainJobArgs
+    outputs_type = MpiOutputs
     derive = staticmethod(lambda name, args: derive_mpi(name, args, "MlxTrainJob"))
+
+    def __init__(self, name: str, args: MlxTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        """`args`: an MlxTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
+        super().__init__(name, args, opts)

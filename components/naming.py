@@ -45,3 +45,61 @@ def label_value_problem(value: str) -> str | None:
         return (f'value "{value}" is invalid: at most {MAX_DNS_LABEL} alphanumerics, "-", "_" or ".", '
                 "starting and ending with an alphanumeric (or empty)")
     return None
+
+
+def dns_subdomain_problem(value: str) -> str | None:
+    """Why `value` is not a DNS subdomain (the name of a Secret, ServiceAccount, PriorityClass...), or None."""
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        return (f'"{value}" is not a valid name: at most 253 lowercase letters, digits, "-" and ".", '
+                "starting and ending with a letter or digit")
+    return None
+
+
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)"
+_IMAGE_REFERENCE = re.compile(
+    rf"^(?:(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+
+
+def image_problem(value: str) -> str | None:
+    """Why `value` is not an image reference the kubelet can pull (`[registry/]path[:tag][@digest]`), or None."""
+    if value != value.strip():
+        return f"{value!r} has leading or trailing whitespace; the API server refuses every pod it would create"
+    if not _IMAGE_REFERENCE.match(value):
+        return (f"{value!r} is not an image reference: use [registry[:port]/]name[:tag][@sha256:digest] with a "
+                "lowercase name")
+    return None
+
+
+def storage_uri_problem(value: str) -> str | None:
+    if "://" not in value:
+        return f'"{value}" is not a URI: use scheme://..., e.g. hf://org/name or s3://bucket/path'
+    return None
+
+
+# The rule for each argument (by its field name) whose value may arrive as an Output: checked at
+# construction when plain, and when Pulumi resolves it otherwise.
+_ARGUMENT_RULES = {
+    "image": image_problem,
+    "namespace": rfc1123_label_problem,
+    "service_account_name": dns_subdomain_problem,
+    "priority_class_name": dns_subdomain_problem,
+    "secret_name": dns_subdomain_problem,
+    "workspace_storage_class": dns_subdomain_problem,
+    "image_pull_secrets": dns_subdomain_problem,
+    "labels": label_value_problem,
+    "pod_labels": label_value_problem,
+    "node_selector": label_value_problem,
+    "storage_uri": storage_uri_problem,
+}
+
+
+def argument_value_problem(field: str, value: object) -> str | None:
+    """Why `value` cannot be the value of argument `field` (a field name such as "image"), or None."""
+    rule = _ARGUMENT_RULES.get(field)
+    if rule is None or value is None:
+        return None
+    if not isinstance(value, str):
+        return f"expected a string, got {type(value).__name__}"
+    return rule(value)

@@ -4,15 +4,17 @@ One Indexed Job `N-node-0` runs `num_nodes` pods; pod i is node rank i (its comp
 pod 0 is the rendezvous master at `N-node-0-0.N:29500`.
 """
 
-from typing import Annotated, Any, Literal
+import enum
+from typing import Any, Optional
 
 import pulumi
-from pydantic import BeforeValidator, Field
+from pydantic import Field, field_validator
 
 from . import core
-from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtimes
+from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .errors import IssueCollector
+from .outputs import JobOutputs
 from .quantity import ceil_value, parse_quantity
 
 ROLE = "node"
@@ -22,34 +24,74 @@ TRAINER_PORT = 29500
 class TorchRuntime(TrainingRuntime):
     """A reusable torch runtime: the template of the trainer (`node`) pods."""
 
-    node: PodTemplate = Field(default_factory=PodTemplate)
+    node: Optional[PodTemplate] = Field(default_factory=PodTemplate)
+    """Template of the trainer pods."""
 
 
+resolve_input_types(TorchRuntime)
 TORCH_DISTRIBUTED = TorchRuntime(
     name="torch-distributed",
     node=PodTemplate(image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),
 )
-BUILTIN_RUNTIMES = builtin_runtimes("torch", TORCH_DISTRIBUTED)
+BUILTIN_RUNTIMES = {runtime.name: runtime for runtime in (TORCH_DISTRIBUTED,)}
 
 
-def _positive_or_auto(value: Any) -> Any:
-    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+def num_proc_per_node(value: Any) -> Any:
+    """Processes per pod as torchrun takes it: "auto", or a whole number >= 1 (ints become strings)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value == "auto" or (isinstance(value, str) and value.isdigit() and int(value) >= 1):
         return value
-    raise ValueError('must be an int >= 1 or "auto"')
+    raise ValueError(f'must be a whole number >= 1 or "auto" (got {value!r})')
 
 
-NumProcPerNode = Annotated[int | Literal["auto"], BeforeValidator(_positive_or_auto)]
-"""Processes per pod: an int >= 1, or "auto" (resolved by `resolve_num_proc_per_node`)."""
+class Rendezvous(str, enum.Enum):
+    """How torchrun's workers meet."""
+
+    STATIC = "static"
+    C10D = "c10d"
 
 
 class TorchTrainJobArgs(TrainJobArgs):
     """Arguments of TorchTrainJob. Everything the runtime sets can be overridden here."""
 
-    num_proc_per_node: NumProcPerNode = "auto"
-    rendezvous: Literal["static", "c10d"] = "static"
-    torchrun: bool = True
-    env_injection: list[str] = Field(default_factory=list)
-    runtime: Annotated[TorchRuntime, BUILTIN_RUNTIMES] = TORCH_DISTRIBUTED
+    num_proc_per_node: Optional[str] = "auto"
+    """Processes per pod (PET_NPROC_PER_NODE): a whole number, or "auto": the GPU count on GPU pods
+    (torchrun counts them), else the pod's CPU request (or limit) rounded up, else 1."""
+    rendezvous: Optional[Rendezvous] = Rendezvous.STATIC.value
+    """"static" (PET_MASTER_ADDR/PORT, as Kubeflow) or "c10d" (PET_RDZV_ENDPOINT, elastic-ready)."""
+    torchrun: Optional[bool] = True
+    """False runs one process per pod without torchrun, with MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK."""
+    env_injection: Optional[list[str]] = Field(default_factory=list)
+    """Names of sidecars and init containers of the trainer pods that also get the derived torch env."""
+    runtime: Optional[TorchRuntime] = TORCH_DISTRIBUTED
+    """A TorchRuntime, or the name of a built-in one. Default: torch-distributed."""
+
+    @field_validator("num_proc_per_node", mode="before")
+    @classmethod
+    def _nproc(cls, value: Any) -> Any:
+        return num_proc_per_node(value)
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        return builtin_runtime(value, "torch", BUILTIN_RUNTIMES)
+
+
+resolve_input_types(TorchTrainJobArgs)
+
+
+class TorchOutputs(JobOutputs):
+    """Outputs of TorchTrainJob."""
+
+    master_addr: str
+    """DNS name of rank 0: `<N>-node-0-0.<N>`."""
+    master_port: int
+    """Rendezvous port (29500)."""
+    num_nodes: int
+    """Number of trainer pods."""
+    num_proc_per_node: str
+    """PET_NPROC_PER_NODE as resolved: a whole number, or "auto" on GPU pods."""
 
 
 # Derived variables, each with the argument that controls it (for the reserved-env error).
@@ -149,7 +191,7 @@ def derive_torch(name: str, args: TorchTrainJobArgs, component: str = "TorchTrai
     template = core.effective_template(args.runtime.node, args)
     core.check_template(issues, template, ROLE)
     core.check_reserved_env(issues, template, RESERVED_ENV)
-    if not args.torchrun and args.num_proc_per_node not in ("auto", 1):
+    if not args.torchrun and args.num_proc_per_node not in ("auto", "1"):
         issues.add("num_proc_per_node", "with torchrun: false each pod runs one process; use 1 (or \"auto\")")
 
     nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
@@ -159,37 +201,19 @@ def derive_torch(name: str, args: TorchTrainJobArgs, component: str = "TorchTrai
     node = core.container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
     return core.plan(component, name, args, args.runtime, issues,
                      [core.TrainingRole(ROLE, args.num_nodes, template, node)],
-                     outputs={
-                         "service_name": name,
-                         "job_name": core.job_name(name, ROLE),
-                         "master_addr": master_addr(name),
-                         "master_port": TRAINER_PORT,
-                         "num_nodes": args.num_nodes,
-                         "num_proc_per_node": nproc,
-                         "namespace": args.namespace,
-                     })
+                     outputs=TorchOutputs.model_construct(
+                         service_name=name, job_name=core.job_name(name, ROLE), namespace=args.namespace,
+                         master_addr=master_addr(name), master_port=TRAINER_PORT, num_nodes=args.num_nodes,
+                         num_proc_per_node=nproc))
 
 
 class TorchTrainJob(TrainJobComponent):
     """Distributed PyTorch with torchrun on any cluster: headless Service `N` + Indexed Job `N-node-0`."""
 
     args_type = TorchTrainJobArgs
+    outputs_type = TorchOutputs
     derive = staticmethod(derive_torch)
 
-    service_name: pulumi.Output[str]
-    """Headless Service (and pod DNS subdomain) of the job."""
-    job_name: pulumi.Output[str]
-    """The Indexed Job running the trainer pods."""
-    master_addr: pulumi.Output[str]
-    """DNS name of rank 0: `<N>-node-0-0.<N>`."""
-    master_port: pulumi.Output[int]
-    """Rendezvous port (29500)."""
-    num_nodes: pulumi.Output[int]
-    """Number of trainer pods."""
-    num_proc_per_node: pulumi.Output[str]
-    """PET_NPROC_PER_NODE as resolved: an int as a string, or "auto" on GPU pods."""
-    namespace: pulumi.Output[str | None]
-    """Namespace given, or None for the provider's default."""
-
-    def __init__(self, name: str, args: TorchTrainJobArgs | dict, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: TorchTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        """`args`: a TorchTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
         super().__init__(name, args, opts)

@@ -14,16 +14,17 @@ overrides the runtime manages (output, tokenizer and checkpoint paths) are kept.
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any, Optional
 
 import pulumi
-from pydantic import BeforeValidator, Field
+from pydantic import Field, field_validator
 
 from . import core
-from .args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtimes
+from .args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .errors import IssueCollector
-from .torch import (ROLE, TRAINER_PORT, NumProcPerNode, TorchRuntime, inject_env, master_addr,
+from .outputs import JobOutputs
+from .torch import (ROLE, TRAINER_PORT, TorchRuntime, inject_env, master_addr, num_proc_per_node,
                     resolve_num_proc_per_node, static_pet_env)
 
 ENTRYPOINT = ("tune", "run")
@@ -93,7 +94,8 @@ class TorchTuneRuntime(TorchRuntime):
     runtime name.
     """
 
-    model: str | None = None
+    model: Optional[str] = None
+    """The model (e.g. `llama3_2/1B`). Default: read from the runtime's name as Kubeflow does."""
 
     def resolved_model(self) -> str:
         return self.model if self.model is not None else model_from_runtime_name(self.name)
@@ -120,14 +122,8 @@ TORCHTUNE_LLAMA3_2_3B = _runtime("torchtune-llama3.2-3b", "hf://meta-llama/Llama
 TORCHTUNE_QWEN2_5_1_5B = _runtime("torchtune-qwen2.5-1.5b", "hf://Qwen/Qwen2.5-1.5B-Instruct",
                                   "qwen2_5/1.5B_full", ["tokenizer.path=/workspace/model/vocab.json",
                                                         "tokenizer.merges_file=/workspace/model/merges.txt"])
-BUILTIN_RUNTIMES = builtin_runtimes("torchtune", TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B)
-
-
-def _as_torchtune_runtime(value: Any) -> Any:
-    """A plain TorchRuntime is accepted as a torchtune runtime with the model read from its name."""
-    if isinstance(value, TorchRuntime) and not isinstance(value, TorchTuneRuntime):
-        return TorchTuneRuntime(**{k: getattr(value, k) for k in type(value).model_fields})
-    return value
+BUILTIN_RUNTIMES = {runtime.name: runtime for runtime in
+                    (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B)}
 
 
 class TorchTuneTrainJobArgs(TrainJobArgs):
@@ -137,9 +133,50 @@ class TorchTuneTrainJobArgs(TrainJobArgs):
     only be left unset or be `["tune", "run"]`.
     """
 
-    runtime: Annotated[TorchTuneRuntime, BeforeValidator(_as_torchtune_runtime), BUILTIN_RUNTIMES]
-    num_proc_per_node: NumProcPerNode = "auto"
-    env_injection: list[str] = Field(default_factory=list)
+    runtime: TorchTuneRuntime
+    """A TorchTuneRuntime (a TorchRuntime is read as one, its model from its name), or the name of a built-in
+    one: torchtune-llama3.2-1b, torchtune-llama3.2-3b, torchtune-qwen2.5-1.5b."""
+    command: Optional[list[str]] = None
+    """Leave unset (or ["tune", "run"]): the job builds the `tune run` command."""
+    args: Optional[list[str]] = None
+    """torchtune config overrides (`key=value`); they select the recipe and config, so they are plain."""
+    num_proc_per_node: Optional[str] = "auto"
+    """Processes per pod (PET_NPROC_PER_NODE): a whole number, or "auto"."""
+    env_injection: Optional[list[str]] = Field(default_factory=list)
+    """Names of sidecars and init containers of the trainer pods that also get the derived torch env."""
+
+    @field_validator("num_proc_per_node", mode="before")
+    @classmethod
+    def _nproc(cls, value: Any) -> Any:
+        return num_proc_per_node(value)
+
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _runtime(cls, value: Any) -> Any:
+        value = builtin_runtime(value, "torchtune", BUILTIN_RUNTIMES)
+        if isinstance(value, TorchRuntime) and not isinstance(value, TorchTuneRuntime):
+            return TorchTuneRuntime.model_construct(**{k: getattr(value, k) for k in type(value).model_fields})
+        return value
+
+
+resolve_input_types(TorchTuneRuntime, TorchTuneTrainJobArgs)
+
+
+class TorchTuneOutputs(JobOutputs):
+    """Outputs of TorchTuneTrainJob."""
+
+    model: str
+    """The model, e.g. `llama3_2/1B`."""
+    recipe: str
+    """The torchtune recipe run, e.g. `lora_finetune_distributed`."""
+    config: str
+    """The torchtune config, e.g. `llama3_2/1B_lora`."""
+    rdzv_endpoint: Optional[str] = None
+    """`<N>-node-0-0.<N>:29500` when torchrun runs (several nodes or devices), else none."""
+    num_nodes: int
+    """Number of trainer pods."""
+    num_proc_per_node: str
+    """PET_NPROC_PER_NODE as resolved: a whole number, or "auto" on GPU pods."""
 
 
 # torchrun reads PET_* from the environment; a stray one would override the derived launch.
@@ -262,7 +299,7 @@ def check_torchtune(issues: IssueCollector, args: TorchTuneTrainJobArgs, run: Tu
                 issues.add(model_field, f"QLoRA is not supported for {model} model; drop {QUANTIZE_BASE}=True "
                                         "(LoRA is supported)")
             if "_qlora_single_device" not in run.config and model in (LLAMA3_2_1B, LLAMA3_2_3B):
-                if args.num_proc_per_node not in ("auto", 1):
+                if args.num_proc_per_node not in ("auto", "1"):
                     issues.add("num_proc_per_node", f"must be auto or 1 for {model} model when using QLoRA; "
                                                     "torchtune has only a single-device QLoRA config for it")
                 issues.add("resources_per_node", f"must have gpu resource with value 1 for {model} model when "
@@ -311,44 +348,19 @@ def derive_torchtune(name: str, args: TorchTuneTrainJobArgs) -> core.TrainJobPla
     node = core.container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
     return core.plan("TorchTuneTrainJob", name, args, args.runtime, issues,
                      [core.TrainingRole(ROLE, args.num_nodes, template, node)],
-                     outputs={
-                         "service_name": name,
-                         "job_name": core.job_name(name, ROLE),
-                         "model": args.runtime.resolved_model(),
-                         "recipe": run.recipe,
-                         "config": run.config,
-                         "rdzv_endpoint": run.rdzv_endpoint,
-                         "num_nodes": args.num_nodes,
-                         "num_proc_per_node": nproc,
-                         "namespace": args.namespace,
-                     })
+                     outputs=TorchTuneOutputs.model_construct(
+                         service_name=name, job_name=core.job_name(name, ROLE), namespace=args.namespace,
+                         model=args.runtime.resolved_model(), recipe=run.recipe, config=run.config,
+                         rdzv_endpoint=run.rdzv_endpoint, num_nodes=args.num_nodes, num_proc_per_node=nproc))
 
 
 class TorchTuneTrainJob(TrainJobComponent):
     """torchtune fine-tuning on any cluster: headless Service `N` + Indexed Job `N-node-0` running `tune run`."""
 
     args_type = TorchTuneTrainJobArgs
+    outputs_type = TorchTuneOutputs
     derive = staticmethod(derive_torchtune)
 
-    service_name: pulumi.Output[str]
-    """Headless Service (and pod DNS subdomain) of the job."""
-    job_name: pulumi.Output[str]
-    """The Indexed Job running the trainer pods."""
-    model: pulumi.Output[str]
-    """The model, e.g. `llama3_2/1B`."""
-    recipe: pulumi.Output[str]
-    """The torchtune recipe run, e.g. `lora_finetune_distributed`."""
-    config: pulumi.Output[str]
-    """The torchtune config, e.g. `llama3_2/1B_lora`."""
-    rdzv_endpoint: pulumi.Output[str | None]
-    """`<N>-node-0-0.<N>:29500` when torchrun runs (several nodes or devices), else None."""
-    num_nodes: pulumi.Output[int]
-    """Number of trainer pods."""
-    num_proc_per_node: pulumi.Output[str]
-    """PET_NPROC_PER_NODE as resolved: an int as a string, or "auto" on GPU pods."""
-    namespace: pulumi.Output[str | None]
-    """Namespace given, or None for the provider's default."""
-
-    def __init__(self, name: str, args: TorchTuneTrainJobArgs | dict,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: TorchTuneTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        """`args`: a TorchTuneTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
         super().__init__(name, args, opts)

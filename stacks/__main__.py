@@ -53,4 +53,4 @@ for spec in pulumi.Config().require_object("jobs"):
     kind, name = spec.pop("kind"), spec.pop("name")
     shipped = ship_code(name, spec)
     job = job_component(kind)(name, spec, pulumi.ResourceOptions(depends_on=shipped))
-    pulumi.export(name, {key: getattr(job, key) for key in job.plan.outputs})
+    pulumi.export(name, {key: getattr(job, key) for key in job.outputs_type.model_fields})

@@ -7,8 +7,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import TorchTrainJob
-from components.testing import DuplicateResourceError, run
+from components import TorchTrainJob, TrainJobError
+from components.testing import attempt, run
 
 TOKEN = "trainjobs:index:TorchTrainJob"
 
@@ -83,15 +83,36 @@ def test_aliases_are_accepted_for_renamed_components():
     assert run(program).get(type=TOKEN).name == "demo"
 
 
-def test_two_jobs_with_one_name_are_refused(caplog):
+def test_two_jobs_with_one_name_are_refused_before_the_second_registers():
     def program():
         TorchTrainJob("demo", {})
-        TorchTrainJob("demo", {})
+        TorchTrainJob("demo", {"num_nodes": 2})
 
-    with caplog.at_level(logging.CRITICAL, logger="asyncio"):
-        with pytest.raises(DuplicateResourceError, match="duplicate resource URN"):
-            run(program)
-        gc.collect()  # the failed registration's pending outputs are dropped here, not in a later test
+    error, stack = attempt(program)
+    assert isinstance(error, TrainJobError)
+    assert error.issues[0].field == "name"
+    assert 'another job is already named "demo"' in error.issues[0].message
+    assert [r.name for r in stack.resources] == ["demo", "demo", "demo-node-0"]   # the first job only
+    assert stack.get("Job", "demo-node-0").manifest["spec"]["completions"] == 1
+
+
+def test_a_job_whose_objects_another_job_derives_is_refused():
+    # Extra role "x-node" of job "ab" is Job "ab-x-node-0", which is also the trainer Job of job "ab-x".
+    def program():
+        TorchTrainJob("ab", {"extra_roles": {"x-node": {"image": "tb:1"}}})
+        TorchTrainJob("ab-x", {})
+
+    error, stack = attempt(program)
+    assert isinstance(error, TrainJobError)
+    assert error.issues[0].message == ('Job "ab-x-node-0" would also be created by job "ab"; rename one of the '
+                                       "jobs (or the extra role) so their objects differ")
+    assert len(stack.find(kind="Job", name="ab-x-node-0")) == 1
+    assert stack.find(type="trainjobs:index:TorchTrainJob", name="ab-x") == []
+
+
+def test_the_same_names_in_another_program_run_are_fine():
+    for _ in range(2):
+        assert run(lambda: TorchTrainJob("demo", {})).get("Job", "demo-node-0")
 
 
 def test_args_model_or_dict_give_the_same_objects():

@@ -102,7 +102,7 @@ def test_nproc_uses_merged_runtime_and_job_resources():
     assert env_of(node)["PET_NPROC_PER_NODE"] == "auto"
     assert node["resources"] == {"requests": {"nvidia.com/gpu": "4"},
                                  "limits": {"memory": "64Gi", "nvidia.com/gpu": "4"}}
-    assert plan.outputs["num_proc_per_node"] == "auto"
+    assert plan.outputs.num_proc_per_node == "auto"
 
 
 def test_job_resources_override_runtime_per_key():
@@ -181,5 +181,5 @@ def test_headless_service_selects_every_pod_of_the_job():
 
 def test_outputs():
     plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=4, num_proc_per_node=8, namespace="ml"))
-    assert plan.outputs == {"service_name": "demo", "job_name": "demo-node-0", "master_addr": "demo-node-0-0.demo",
+    assert plan.outputs.model_dump() == {"service_name": "demo", "job_name": "demo-node-0", "master_addr": "demo-node-0-0.demo",
                             "master_port": 29500, "num_nodes": 4, "num_proc_per_node": "8", "namespace": "ml"}

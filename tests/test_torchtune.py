@@ -121,7 +121,7 @@ def test_env_has_no_master_address_and_the_trainer_port():
 
 def test_outputs():
     plan = derive_torchtune("ft", TorchTuneTrainJobArgs(runtime="torchtune-qwen2.5-1.5b", args=[LORA]))
-    assert plan.outputs == {
+    assert plan.outputs.model_dump() == {
         "service_name": "ft", "job_name": "ft-node-0", "model": "qwen2_5/1.5B", "recipe": "lora_finetune_distributed",
         "config": "qwen2_5/1.5B_lora", "rdzv_endpoint": "ft-node-0-0.ft:29500", "num_nodes": 1,
         "num_proc_per_node": "auto", "namespace": None}

@@ -94,7 +94,7 @@ def test_every_accepted_combination_names_a_real_recipe_and_config():
             plan = derive_torchtune("ft", args)
         except TrainJobError:
             continue
-        recipe, config = plan.outputs["recipe"], plan.outputs["config"]
+        recipe, config = plan.outputs.recipe, plan.outputs.config
         assert config in REGISTRY[recipe], (runtime.name, num_nodes, nproc, gpus, mode, recipe, config)
         accepted.add(config)
     assert accepted == set(TORCHTUNE_CONFIGS)   # every config of the table is reachable

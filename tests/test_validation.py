@@ -49,8 +49,8 @@ def test_name_must_be_rfc1035_label(name):
 @pytest.mark.parametrize("args, field, fragment", [
     ({"num_nodes": 0}, "num_nodes", "greater than or equal to 1 (got 0)"),
     ({"num_nodes": "two"}, "num_nodes", "valid integer"),
-    ({"num_proc_per_node": 0}, "num_proc_per_node", 'must be an int >= 1 or "auto"'),
-    ({"num_proc_per_node": "gpu"}, "num_proc_per_node", 'must be an int >= 1 or "auto"'),
+    ({"num_proc_per_node": 0}, "num_proc_per_node", 'must be a whole number >= 1 or "auto"'),
+    ({"num_proc_per_node": "gpu"}, "num_proc_per_node", 'must be a whole number >= 1 or "auto"'),
     ({"num_node": 2}, "num_node", 'unknown argument "num_node"; did you mean "num_nodes"?'),
     ({"imag": "x"}, "imag", 'did you mean "image"?'),
     ({"resources_per_node": {"requsts": {"cpu": 1}}}, "resources_per_node.requsts", 'did you mean "requests"?'),
