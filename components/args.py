@@ -49,6 +49,14 @@ def _is_int(annotation: Any) -> bool:
                                   and int in typing.get_args(annotation))
 
 
+class MappingKeyError(ValueError):
+    """A problem with one key of a mapping argument: the error's path names the key."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
 class Model(BaseModel):
     """Base of every argument model: frozen, strict about unknown fields, errors as TrainJobError.
 
@@ -69,25 +77,32 @@ class Model(BaseModel):
     # pydantic's error locations so the whole path is named. (Marks the method as pydantic's own __init__.)
     __init__.__pydantic_base_init__ = True
 
-    @field_validator("*", mode="before")
+    @pydantic.model_validator(mode="before")
     @classmethod
-    def _plain_where_it_counts(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+    def _plain_where_it_counts(cls, data: Any) -> Any:
         """Outputs only where the field passes a value through; no booleans where a count belongs;
         an explicit None (YAML's empty value, another language's unset) means the default, except that
-        a template set to None means no template."""
-        field = cls.model_fields[info.field_name]
-        if value is None and not field.is_required():
-            default = field.get_default(call_default_factory=True)
-            return None if isinstance(default, BaseModel) else default   # no template means none
-        annotation = field.annotation
-        if is_deferred(value) and not _admits_outputs(annotation):
-            raise ValueError("must be a plain value, not an Output: it decides which objects, pods or env the job "
-                             "derives, and that has to be known at preview. Pass a plain value (e.g. from "
-                             "pulumi.Config().require_int) instead")
-        if isinstance(value, bool) and _is_int(annotation):
-            raise ValueError(f"expected an integer, got the boolean {str(value).lower()} (in YAML 1.1, yes/no/on/off "
-                             "are booleans): write a number")
-        return value
+        a template set to None means no template. Runs before any field's own validator."""
+        if not isinstance(data, dict):
+            return data
+        fields = {**{f.alias: (n, f) for n, f in cls.model_fields.items() if f.alias}, **{
+            n: (n, f) for n, f in cls.model_fields.items()}}
+        cleaned = dict(data)
+        for key, value in data.items():
+            if key not in fields:
+                continue
+            _, field = fields[key]
+            if value is None and not field.is_required():
+                default = field.get_default(call_default_factory=True)
+                cleaned[key] = None if isinstance(default, BaseModel) else default
+            elif is_deferred(value) and not _admits_outputs(field.annotation):
+                raise MappingKeyError(key, "must be a plain value, not an Output: it decides which objects, pods or "
+                                           "env the job derives, and that has to be known at preview. Pass a plain "
+                                           "value (e.g. from pulumi.Config().require_int) instead")
+            elif isinstance(value, bool) and _is_int(field.annotation):
+                raise MappingKeyError(key, f"expected an integer, got the boolean {str(value).lower()} (YAML 1.1 "
+                                           "reads yes/no/on/off as booleans): write a number")
+        return cleaned
 
 
 def resolve_input_types(*models: type[BaseModel]) -> None:
@@ -95,14 +110,6 @@ def resolve_input_types(*models: type[BaseModel]) -> None:
     with an Input field, including subclasses, calls this once after its definition."""
     for model in models:
         model.model_rebuild(_types_namespace={"Output": pulumi.Output, "T": Any})
-
-
-class MappingKeyError(ValueError):
-    """A problem with one key of a mapping argument: the error's path names the key."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(message)
-        self.key = key
 
 
 def _quantity(value: Any, key: str | None = None) -> str:
@@ -388,7 +395,7 @@ def validation_issues(model: type[BaseModel], exc: pydantic.ValidationError) -> 
         path, owner = _field_path(model, error["loc"])
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, MappingKeyError):
-            path = f"{path}.{cause.key}"
+            path = f"{path}.{cause.key}" if path else cause.key
         if error["type"] == "extra_forbidden":
             unknown = path.rpartition(".")[2]
             known = list(owner.model_fields) if owner else []

@@ -1,5 +1,6 @@
 """The thin Pulumi layer: a family's plan becomes child resources of one component."""
 
+import asyncio
 import re
 from typing import Any, Callable, Optional
 
@@ -152,10 +153,24 @@ def _checked_when_resolved(component: str, name: str, model: BaseModel) -> tuple
             return new if any(a is not b for a, b in zip(new, value)) else value
         if is_deferred(value):
             found[0] = True
-            return pulumi.Output.from_input(value).apply(lambda resolved: _check(component, name, path, leaf, resolved))
+            output = pulumi.Output.from_input(value)
+            asyncio.ensure_future(_note_secret(output))
+            return output.apply(lambda resolved: _check(component, name, path, leaf, resolved))
         return value
 
     return walk(model, "", ""), found[0]
+
+
+# Plain text of the secret Outputs the arguments held. Pulumi marks a whole resource input secret when
+# any value inside it is; views use this to redact just those values (components.testing).
+SECRET_VALUES: set[str] = set()
+
+
+async def _note_secret(output: pulumi.Output) -> None:
+    if await output.is_secret() and await output.is_known():
+        value = await output.future()
+        if isinstance(value, str):
+            SECRET_VALUES.add(value)
 
 
 def _check(component: str, name: str, path: str, leaf: str, value: Any) -> Any:

@@ -34,6 +34,7 @@ from pulumi.runtime.mocks import MockMonitor
 _SECRET_SIG_KEY = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
 REDACTED = "[secret]"
+UNKNOWN = "[unknown]"
 _STACK_TYPE = "pulumi:pulumi:Stack"
 
 
@@ -235,9 +236,27 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
 
     try:
         _run()
+    except Exception as exc:  # a value that failed while resolving (an Output argument's check, say)
+        raised.append(exc)
     finally:
         settings.set_root_resource(None)
-    return (raised[0] if raised else None), StackResult(project, stack, list(monitor.registered), outputs)
+    error = _train_job_error(raised[0]) if raised else None
+    return error, StackResult(project, stack, list(monitor.registered), outputs)
+
+
+def _train_job_error(error: Exception) -> Exception:
+    """The TrainJobError behind Pulumi's "While processing resource/input" wrappers, if there is one."""
+    from ..errors import TrainJobError
+    seen, pending = set(), [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, TrainJobError):
+            return current
+        seen.add(id(current))
+        pending += [current.__cause__, current.__context__]
+    return error
 
 
 async def _collect_outputs(into: dict[str, Any]) -> None:
@@ -303,15 +322,38 @@ def _plain(value: Any, redact: bool) -> Any:
     if isinstance(value, dict):
         if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
             inner = value.get("value")
-            if redact:
-                return {k: REDACTED for k in inner} if isinstance(inner, dict) else REDACTED
-            return _plain(inner, redact)
+            if not redact:
+                return _plain(inner, redact)
+            if isinstance(inner, (dict, list)) and _holds_known_secret(inner):
+                # Pulumi made the whole input secret for the secret values inside: redact just those.
+                return _redact_secret_values(_plain(inner, redact))
+            return {k: REDACTED for k in inner} if isinstance(inner, dict) else REDACTED
         return {k: _plain(v, redact) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v, redact) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, pulumi.output.Unknown):   # known only after the update (a preview)
+        return UNKNOWN
     return value
+
+
+def _holds_known_secret(value: Any) -> bool:
+    from ..component import SECRET_VALUES
+    if isinstance(value, dict):
+        return any(_holds_known_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_known_secret(v) for v in value)
+    return isinstance(value, str) and value in SECRET_VALUES
+
+
+def _redact_secret_values(value: Any) -> Any:
+    from ..component import SECRET_VALUES
+    if isinstance(value, dict):
+        return {k: _redact_secret_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_secret_values(v) for v in value]
+    return REDACTED if isinstance(value, str) and value in SECRET_VALUES else value
 
 
 def iter_kubernetes(result: StackResult, redact: bool = True) -> Iterator[dict[str, Any]]:

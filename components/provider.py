@@ -1,0 +1,94 @@
+"""The components as a Pulumi package, for programs in every Pulumi language.
+
+Pulumi's component provider host serves the component classes; their schema is inferred from the
+classes themselves: the Args models give the inputs, each family's outputs model gives the outputs,
+and every description (with its default) comes from the field's docstring in the code, so the
+schema cannot drift from the Python API. `provider/PulumiPlugin.yaml` runs `serve()`.
+"""
+
+import json
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Optional
+
+from pulumi.provider import main
+from pulumi.provider.experimental.analyzer import Analyzer
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.provider.experimental.schema import generate_schema
+from pulumi.provider.provider import Provider
+from pydantic import BaseModel
+
+from .component import PACKAGE, TrainJobComponent
+from .jax import JaxTrainJob
+from .mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
+from .torch import TorchTrainJob
+from .torchtune import TorchTuneTrainJob
+
+COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob)
+
+
+def package_version() -> str:
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:   # run from a source tree that is not installed
+        return "0.0.0"
+
+
+class _DescribedAnalyzer(Analyzer):
+    """Pulumi's analyzer, reading descriptions from the pydantic fields (which hold each attribute's
+    docstring, inherited ones included) and adding each argument's default."""
+
+    def get_docstring(self, typ: type, name: str) -> Optional[str]:
+        if isinstance(typ, type) and issubclass(typ, TrainJobComponent):
+            typ = typ.outputs_type
+        fields = getattr(typ, "model_fields", None) if isinstance(typ, type) and issubclass(typ, BaseModel) else None
+        if not fields or name not in fields:
+            return super().get_docstring(typ, name)
+        field = fields[name]
+        default = None if field.is_required() else field.get_default(call_default_factory=True)
+        return _with_default(field.description or "", default)
+
+
+def _with_default(description: str, default: Any) -> str:
+    if "Default" in description or default is None or default in ({}, []) or isinstance(default, BaseModel):
+        return description
+    shown = json.dumps(default.value if hasattr(default, "value") else default)
+    return f"{description} Default: {shown}."
+
+
+def package_schema() -> dict[str, Any]:
+    """The package schema other languages' SDKs are generated from, as JSON data."""
+    analysis = _DescribedAnalyzer(PACKAGE).analyze(list(COMPONENTS))
+    dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
+    spec = generate_schema(PACKAGE, package_version(), None, analysis["component_definitions"],
+                           analysis["type_definitions"], dependencies)
+    return spec.to_json()
+
+
+class TrainJobsProvider(ComponentProvider):
+    """Pulumi's component provider for these components, with the described schema."""
+
+    def __init__(self) -> None:
+        self._name = PACKAGE
+        self.analyzer = _DescribedAnalyzer(PACKAGE)
+        analysis = self.analyzer.analyze(list(COMPONENTS))
+        self._components = {component.__name__: component for component in COMPONENTS}
+        self._component_defs = analysis["component_definitions"]
+        self._type_defs = analysis["type_definitions"]
+        self._external_enum_types = analysis["external_enum_types"]
+        self._dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
+        Provider.__init__(self, package_version(), json.dumps(package_schema()))
+
+
+def serve() -> None:
+    """Run the provider: the Pulumi engine starts this with the engine's address as arguments."""
+    main(TrainJobsProvider(), sys.argv[1:])
+
+
+def schema_text() -> str:
+    """The schema as the repository keeps it (provider/schema.json), for review in pull requests."""
+    return json.dumps(package_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":   # python -m components.provider > provider/schema.json
+    sys.stdout.write(schema_text())
