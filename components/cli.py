@@ -43,7 +43,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     except FileExistsError:
         raise
     except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
+        print(f"error: --out {out}: cannot write there: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(render.tree(result))
     print(f"\nwrote {len(paths) - 1} objects and {render.RANKS_FILE} to {out}/")
     if before:

@@ -1,9 +1,9 @@
 """Strict YAML for everything a user writes: `--config` values, `Pulumi.yaml`, `Pulumi.<stack>.yaml`.
 
-The loader reads YAML 1.2's core schema, as the Pulumi CLI (Go yaml.v3) reads stack files:
-only `true`/`false` are booleans and only `null`/`~`/nothing is null, so YAML 1.1's
-`yes`/`no`/`on`/`off`/`y`/`n` stay strings, `010` is ten and `1:30` is a string; a field
-expecting a number then reports the word as not a number instead of silently reading 1 or 0.
+The loader reads YAML 1.2's core schema: only `true`/`false` are booleans and only `null`/`~`/nothing
+is null, so YAML 1.1's `yes`/`no`/`on`/`off`/`y`/`n` stay strings, `010` is ten and `1:30` is a
+string; a field expecting a number then reports the word as not a number instead of reading 1.
+(`pulumi up` reads stack files as YAML 1.1; docs/stack-config.md says what to quote so both agree.)
 It builds plain JSON data only (string keys; no dates, sets or binary), since Pulumi passes
 structured config to the program as JSON. A key given twice in one mapping is an error, not
 last-wins; merge keys (`<<: *anchor`) still let explicit keys override merged ones.
@@ -53,6 +53,7 @@ class _StrictLoader(yaml.SafeLoader):
     yaml_constructors: dict = {}
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        """A mapping whose keys are strings, each given once; ConstructorError marking the first that is not."""
         first_seen: dict[str, yaml.Node] = {}
         for key_node, _ in node.value:
             if key_node.tag == _MERGE:
@@ -102,7 +103,7 @@ _StrictLoader.add_constructor(None, _StrictLoader.construct_undefined)
 def load_yaml(text: str, source: str) -> Any:
     """`text` as plain JSON data; ConfigError `<source>: line L, column C: <problem>` otherwise."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader restricted further
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader, narrowed further
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"

@@ -45,7 +45,8 @@ def test_nan_is_a_float():
     ("{yes: 1, true: 2}", "s: line 1, column 10: key true is not a string; quote it"),
     ("? [a]\n: b", 's: line 1, column 3: key ["a"] is not a string; quote it'),
     ("a: {<<: {~: 1}}", "s: line 1, column 4: merged key null is not a string; quote it"),
-    ("[a", "s: line 1, column 3: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence at line 1)"),
+    ("[a", "s: line 1, column 3: expected ',' or ']', but got '<stream end>' "
+           "(while parsing a flow sequence at line 1)"),
     ("a: b: c", "s: line 1, column 5: mapping values are not allowed here"),
     ("a:\n\t- b", "s: line 2, column 1: found character '\\t' that cannot start any token"),
     ("a: !!int abc", "s: line 1, column 4: 'abc' is not a valid !!int"),
