@@ -5,35 +5,46 @@ import sys
 from pathlib import Path
 
 import pulumi
-import yaml
 
 from . import render
 from .errors import TrainJobError
+from .stackconfig import ConfigError, load_yaml
 from .testing import run_program
 
 
 def _config(pairs: list[str]) -> dict:
+    """`--config KEY=VALUE` pairs; each VALUE is strict YAML (see components.stackconfig)."""
     config = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"error: --config takes key=value, got {pair!r}")
-        config[key] = yaml.safe_load(value) if value else ""
+        if not sep or not key:
+            raise ConfigError(f"--config takes KEY=VALUE, got {pair!r}")
+        if key in config:
+            raise ConfigError(f"--config {key} is given twice; give it once")
+        config[key] = load_yaml(value, f"--config {key}") if value else ""
     return config
 
 
 def _run(args: argparse.Namespace):
     program = Path(args.program)
-    if not program.exists():
-        raise SystemExit(f"error: no program at {program}")
+    if not (program / "__main__.py" if program.is_dir() else program).is_file():
+        raise FileNotFoundError(f"no program at {program}; give a Pulumi program file such as stacks/__main__.py")
     return run_program(program, stack=args.stack, config=_config(args.config))
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    result = _run(args)
     out = Path(args.out or f"rendered/{args.stack}")
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out {out} is a file; choose a directory")
+    result = _run(args)
     before = render.read_rendered(out)
-    paths = render.write(result, out)
+    try:
+        paths = render.write(result, out)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        print(f"error: --out {out}: cannot write there: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(render.tree(result))
     print(f"\nwrote {len(paths) - 1} objects and {render.RANKS_FILE} to {out}/")
     if before:
@@ -112,13 +123,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Exit status 2 with `error: ...` for any bad input; a traceback only for a bug."""
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # argparse's usage errors (2) and --help (0), returned so callers get a status
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
-    except TrainJobError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (pulumi.ConfigMissingError, pulumi.ConfigTypeError, FileExistsError, FileNotFoundError) as exc:
+    except (TrainJobError, ConfigError, pulumi.RunError, FileExistsError, FileNotFoundError) as exc:
+        # pulumi.RunError (ConfigMissingError, ConfigTypeError, ...) is how a program stops with a message.
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

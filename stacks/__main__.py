@@ -9,13 +9,20 @@
           ...
 
 Each entry is a component class name (`kind`), a job name and that component's arguments, plus
-optionally `code`: files next to this program shipped as a ConfigMap `<name>-code` and mounted
-read-only in the job's pods, so a stock image runs them (the ConfigMap must stay under 1 MiB):
+optionally `code`: files of this program's directory shipped as a ConfigMap `<name>-code` and
+mounted read-only in the job's pods, so a stock image runs them (at most 1 MiB in all):
 
       code: {files: [train.py], mount_path: /workspace}
+
+Every entry is checked before anything is created; the problems stop the program as a
+pulumi.RunError, which `pulumi up` and `trainjobs render` print without a traceback.
 """
 
+import difflib
+import json
+import re
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -24,33 +31,136 @@ import components
 from components.component import TrainJobComponent
 
 HERE = Path(__file__).resolve().parent
+KINDS = {name: cls for name in components.__all__
+         if isinstance(cls := getattr(components, name), type) and issubclass(cls, TrainJobComponent)}
+CONFIG_MAP_MAX_BYTES = 1024 * 1024  # the API server's limit on a ConfigMap's keys and values together
+CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 
 
-def job_component(kind: str) -> type[TrainJobComponent]:
-    cls = getattr(components, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, TrainJobComponent)):
-        known = sorted(n for n in components.__all__ if n.endswith("TrainJob"))
-        raise pulumi.ConfigTypeError("jobs", kind, f"one of {', '.join(known)}")
-    return cls
+class Job(NamedTuple):
+    component: type[TrainJobComponent]
+    name: str
+    args: dict[str, Any]
+    code: dict[str, str]  # file name -> content; empty: nothing shipped
+    mount_path: str | None
 
 
-def ship_code(name: str, spec: dict) -> list[pulumi.Resource]:
-    """Turn a job's `code` entry into a ConfigMap and a read-only volume mount of it."""
-    code = spec.pop("code", None)
-    if not code:
+def _shown(value: Any) -> str:
+    return {dict: "a mapping", list: "a list"}.get(type(value)) or json.dumps(value)
+
+
+def read_jobs(key: str, jobs: Any) -> list[Job]:
+    """The `jobs` config as checked entries; one RunError listing every problem otherwise."""
+    if not isinstance(jobs, list):
+        raise pulumi.RunError(f"{key}: must be a list of jobs, each a mapping with kind, name and the component's "
+                              f"arguments; got {_shown(jobs)}")
+    problems: list[str] = []
+    found: list[Job] = []
+    first_index: dict[str, int] = {}
+    for i, entry in enumerate(jobs):
+        at = f"jobs[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{at}: must be a mapping with kind, name and the component's arguments, "
+                            f"got {_shown(entry)}")
+            continue
+        args = dict(entry)
+        kind, name, code = args.pop("kind", None), args.pop("name", None), args.pop("code", None)
+        if not isinstance(kind, str) or kind not in KINDS:
+            close = difflib.get_close_matches(kind, KINDS, n=1) if isinstance(kind, str) else []
+            hint = f'did you mean "{close[0]}"?' if close else f"use one of {', '.join(sorted(KINDS))}"
+            problems.append(f"{at}.kind: " + ("missing" if kind is None else f"{_shown(kind)} is not a component")
+                            + f"; {hint}")
+        if name is None:
+            problems.append(f"{at}.name: missing; name the job (its Kubernetes objects are named after it)")
+        elif not isinstance(name, str):
+            problems.append(f"{at}.name: must be a string, got {_shown(name)}")
+        elif name in first_index:
+            problems.append(f"{at}.name: {_shown(name)} is also the name of jobs[{first_index[name]}]; "
+                            "give each job its own name")
+        else:
+            first_index[name] = i
+        files, mount_path = _code(code, f"{at}.code", problems) if code is not None else ({}, None)
+        found.append(Job(KINDS.get(kind) if isinstance(kind, str) else None, name, args, files, mount_path))
+    if problems:
+        raise pulumi.RunError(f"{key}: invalid jobs\n" + "\n".join(f"  - {p}" for p in problems))
+    return found
+
+
+def _code(code: Any, at: str, problems: list[str]) -> tuple[dict[str, str], str | None]:
+    """A `code` entry's files (name -> text) and mount path; what is wrong is added to `problems`."""
+    if not isinstance(code, dict):
+        problems.append(f"{at}: must be a mapping like {{files: [train.py], mount_path: /workspace}}, "
+                        f"got {_shown(code)}")
+        return {}, None
+    problems.extend(f"{at}.{extra}: unknown key; code takes files and mount_path"
+                    for extra in sorted(code.keys() - {"files", "mount_path"}))
+    mount_path = code.get("mount_path")
+    if not (isinstance(mount_path, str) and mount_path.startswith("/")):
+        wrong = "missing" if mount_path is None else f"{_shown(mount_path)} is not an absolute path"
+        problems.append(f"{at}.mount_path: {wrong}; give the directory the files appear in, e.g. /workspace")
+    paths = code.get("files")
+    if not (isinstance(paths, list) and paths):
+        wrong = "missing" if paths is None else f"{_shown(paths)} is not a list of files"
+        problems.append(f"{at}.files: {wrong}; list files of {HERE}, e.g. [train.py]")
+        return {}, mount_path
+    files: dict[str, str] = {}
+    for j, path in enumerate(paths):
+        try:
+            name, text = _read_code_file(path)
+        except ValueError as exc:
+            problems.append(f"{at}.files[{j}]: {exc}")
+            continue
+        if name in files:
+            problems.append(f"{at}.files[{j}]: another file is also named {name}; each file name is a ConfigMap "
+                            "key, so rename one")
+        files[name] = text
+    size = sum(len(name.encode()) + len(text.encode()) for name, text in files.items())
+    if size > CONFIG_MAP_MAX_BYTES:
+        problems.append(f"{at}.files: {size} bytes, over the {CONFIG_MAP_MAX_BYTES} a ConfigMap holds; "
+                        "ship fewer files or put them in the image")
+    return files, mount_path
+
+
+def _read_code_file(path: Any) -> tuple[str, str]:
+    """A file of the program's directory as (ConfigMap key, text); ValueError saying what is wrong otherwise."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise ValueError(f"must be a file name, got {_shown(path)}")
+    file = (HERE / path).resolve()
+    if not file.is_relative_to(HERE):
+        raise ValueError(f"{path} is outside {HERE}; ship only files of the program's directory")
+    if not CONFIG_MAP_KEY.fullmatch(file.name):
+        raise ValueError(f"{file.name!r} cannot be a ConfigMap key; name the file with letters, digits, '-', '_' "
+                         "and '.'")
+    try:
+        return file.name, file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"no file {file}; list files relative to {HERE}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{file} is not UTF-8 text; only text files can be shipped") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {file}: {exc.strerror}") from None
+
+
+def _appended(items: Any, item: dict) -> Any:
+    """`items` plus `item`; a value that is not a list is left for the component to report."""
+    return [item] if items is None else [*items, item] if isinstance(items, list) else items
+
+
+def ship_code(job: Job) -> list[pulumi.Resource]:
+    """Turn a job's `code` into a ConfigMap and a read-only volume mount of it in `job.args`."""
+    if not job.code:
         return []
-    config_map = f"{name}-code"
-    metadata = {"name": config_map, **({"namespace": spec["namespace"]} if spec.get("namespace") else {})}
-    files = {Path(path).name: (HERE / path).read_text() for path in code["files"]}
-    spec["volumes"] = [*(spec.get("volumes") or []), {"name": "code", "configMap": {"name": config_map}}]
-    spec["volume_mounts"] = [*(spec.get("volume_mounts") or []),
-                             {"name": "code", "mountPath": code["mount_path"], "readOnly": True}]
-    return [k8s.core.v1.ConfigMap(config_map, metadata=metadata, data=files)]
+    config_map = f"{job.name}-code"
+    namespace = job.args.get("namespace")
+    metadata = {"name": config_map, **({"namespace": namespace} if namespace else {})}
+    job.args["volumes"] = _appended(job.args.get("volumes"), {"name": "code", "configMap": {"name": config_map}})
+    job.args["volume_mounts"] = _appended(job.args.get("volume_mounts"),
+                                          {"name": "code", "mountPath": job.mount_path, "readOnly": True})
+    return [k8s.core.v1.ConfigMap(config_map, metadata=metadata, data=job.code)]
 
 
-for spec in pulumi.Config().require_object("jobs"):
-    spec = dict(spec)
-    kind, name = spec.pop("kind"), spec.pop("name")
-    shipped = ship_code(name, spec)
-    job = job_component(kind)(name, spec, pulumi.ResourceOptions(depends_on=shipped))
-    pulumi.export(name, {key: getattr(job, key) for key in job.outputs_type.model_fields})
+config = pulumi.Config()
+for job in read_jobs(config.full_key("jobs"), config.require_object("jobs")):
+    shipped = ship_code(job)
+    component = job.component(job.name, job.args, pulumi.ResourceOptions(depends_on=shipped))
+    pulumi.export(job.name, {key: getattr(component, key) for key in component.outputs_type.model_fields})

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pulumi
-import yaml
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockMonitor
+
+from ..stackconfig import ConfigError, load_yaml_file
 
 _SECRET_SIG_KEY = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
@@ -268,11 +269,33 @@ async def _collect_outputs(into: dict[str, Any]) -> None:
 
 
 def _config_map(project: str, config: dict[str, Any]) -> dict[str, str]:
-    result = {}
+    return {key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in _namespaced(project, config, "config").items()}
+
+
+def _namespaced(project: str, config: dict[str, Any], source: str) -> dict[str, Any]:
+    """`config` with every key in a namespace (`jobs` is `<project>:jobs`); a key given twice is a ConfigError."""
+    result: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for key, value in config.items():
         full = key if ":" in key else f"{project}:{key}"
-        result[full] = value if isinstance(value, str) else json.dumps(value)
+        if full in given:
+            raise ConfigError(f"{source}: {full} is given twice, as {given[full]} and as {key}; keep one")
+        given[full], result[full] = key, value
     return result
+
+
+def _secure_path(value: Any, path: str) -> str | None:
+    """The path of the first encrypted value (Pulumi's `{secure: <ciphertext>}`) in `value`, if any."""
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get("secure"), str):
+            return path
+        found = (_secure_path(v, f"{path}.{k}") for k, v in value.items())
+    elif isinstance(value, list):
+        found = (_secure_path(v, f"{path}[{i}]") for i, v in enumerate(value))
+    else:
+        return None
+    return next((p for p in found if p), None)
 
 
 def find_project(program: Path) -> Path:
@@ -283,32 +306,51 @@ def find_project(program: Path) -> Path:
     raise FileNotFoundError(f"no Pulumi.yaml found above {program}")
 
 
-def load_stack_config(project_dir: Path, stack: str) -> tuple[str, dict[str, Any]]:
-    """The project name and the `config:` of `Pulumi.<stack>.yaml` (missing file: no config)."""
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+def load_stack_config(project_dir: Path, stack: str,
+                      overrides: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The project name, and the `config:` of `Pulumi.<stack>.yaml` (a missing file: none) with `overrides` applied.
+
+    Both files are read as strict YAML (see `components.stackconfig`); keys come back namespaced.
+    An encrypted (`secure:`) value cannot be decrypted offline: it must be overridden.
+    Every problem is a ConfigError naming the file and what to change.
+    """
+    project_file = project_dir / "Pulumi.yaml"
+    project_doc = load_yaml_file(project_file)
+    project = project_doc.get("name") if isinstance(project_doc, dict) else None
+    if not isinstance(project, str) or not project:
+        raise ConfigError(f"{project_file}: needs the project's name as a string, `name: <project>`")
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
-    config = {}
-    if stack_file.is_file():
-        config = (yaml.safe_load(stack_file.read_text()) or {}).get("config", {}) or {}
-    for key, value in config.items():
-        if isinstance(value, dict) and "secure" in value:
-            raise ValueError(f"config {key} is encrypted (secure:); pass a test value with --config {key}=...")
-    return project, dict(config)
+    document = (load_yaml_file(stack_file) if stack_file.is_file() else None) or {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"{stack_file}: must be a mapping with a `config:` section, got {_yaml_type(document)}")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{stack_file}: `config` must map keys to values, got {_yaml_type(config)}")
+    merged = _namespaced(project, config, str(stack_file))
+    merged.update(_namespaced(project, overrides or {}, "--config"))
+    for key, value in merged.items():
+        encrypted = _secure_path(value, key)
+        if encrypted:
+            raise ConfigError(f"{stack_file}: {encrypted} is encrypted (secure:) and cannot be read offline; "
+                              f"pass a test value with --config {key}=...")
+    return project, merged
+
+
+def _yaml_type(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string"}.get(type(value), json.dumps(value))
 
 
 def run_program(program: str | os.PathLike, *, stack: str = "dev", config: dict[str, Any] | None = None,
                 preview: bool = False) -> StackResult:
     """Run a Pulumi program file (e.g. `stacks/__main__.py`) with its `Pulumi.<stack>.yaml` config.
 
-    `config` entries override the stack file's. The program's directory is put first on
-    sys.path, as the Pulumi language host does.
+    `config` entries override the stack file's; ConfigError if either cannot be used. The program's
+    directory is put first on sys.path, as the Pulumi language host does.
     """
     path = Path(program).resolve()
     if path.is_dir():
         path = path / "__main__.py"
-    project_dir = find_project(path)
-    project, stack_config = load_stack_config(project_dir, stack)
-    stack_config.update(config or {})
+    project, stack_config = load_stack_config(find_project(path), stack, config)
     sys.path.insert(0, str(path.parent))
     try:
         return run(lambda: runpy.run_path(str(path), run_name="__main__"), project=project,

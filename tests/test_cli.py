@@ -1,0 +1,220 @@
+"""`trainjobs` on bad input: `error: ...` and status 2, never a traceback, nothing written."""
+
+from pathlib import Path
+
+import pytest
+
+from components.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "stacks" / "__main__.py"
+JOBS = "jobs=[{kind: TorchTrainJob, name: a}]"
+
+
+def cli(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.out + printed.err
+    return code, printed.err
+
+
+def fails(capsys, tmp_path, *argv: str, command: str = "render") -> str:
+    """Run `command` with `--out tmp_path/out` (render) and return its stderr; it must exit 2, writing nothing."""
+    out = tmp_path / "out"
+    code, err = cli(capsys, command, *argv, *(["--out", str(out)] if command == "render" else []))
+    assert code == 2
+    assert not out.exists()
+    return err
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A Pulumi project `proj` whose program registers the `jobs` config as TorchTrainJobs."""
+    (tmp_path / "Pulumi.yaml").write_text("name: proj\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(
+        "import pulumi\nfrom components import TorchTrainJob\n\n"
+        "for job in pulumi.Config().require_object('jobs'):\n"
+        "    TorchTrainJob(job.pop('name'), job)\n")
+    return tmp_path
+
+
+def with_stack(project: Path, text: str) -> str:
+    (project / "Pulumi.dev.yaml").write_text(text)
+    return str(project / "__main__.py")
+
+
+# --- the program and the options ---------------------------------------------------------------------------------
+
+def test_a_missing_program(capsys, tmp_path):
+    err = fails(capsys, tmp_path, str(tmp_path / "nope.py"))
+    assert err == f"error: no program at {tmp_path}/nope.py; give a Pulumi program file such as stacks/__main__.py\n"
+
+
+def test_a_directory_without_main(capsys, tmp_path):
+    (tmp_path / "prog").mkdir()
+    err = fails(capsys, tmp_path, str(tmp_path / "prog"))
+    assert err.startswith(f"error: no program at {tmp_path}/prog;")
+
+
+def test_a_program_outside_any_project(capsys, tmp_path):
+    (tmp_path / "main.py").write_text("")
+    err = fails(capsys, tmp_path, str(tmp_path / "main.py"))
+    assert err == f"error: no Pulumi.yaml found above {tmp_path}/main.py\n"
+
+
+@pytest.mark.parametrize("pair, message", [
+    ("jobs", "error: --config takes KEY=VALUE, got 'jobs'\n"),
+    ("=[]", "error: --config takes KEY=VALUE, got '=[]'\n"),
+])
+def test_config_without_key_and_value(capsys, tmp_path, pair, message):
+    assert fails(capsys, tmp_path, str(PROGRAM), "--config", pair) == message
+
+
+def test_config_key_given_twice(capsys, tmp_path):
+    err = fails(capsys, tmp_path, str(PROGRAM), "--config", JOBS, "--config", "jobs=[]")
+    assert err == "error: --config jobs is given twice; give it once\n"
+
+
+def test_config_key_given_with_and_without_its_namespace(capsys, tmp_path):
+    err = fails(capsys, tmp_path, str(PROGRAM), "--config", JOBS, "--config", "trainjobs-examples:jobs=[]")
+    assert err == ("error: --config: trainjobs-examples:jobs is given twice, as jobs and as trainjobs-examples:jobs; "
+                   "keep one\n")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("[{kind: TorchTrainJob", "line 1, column 22: expected ',' or '}', but got '<stream end>'"),
+    ("{a: 1, a: 2}", 'line 1, column 8: duplicate key "a" (first at line 1, column 2); give each key once'),
+    ("!!binary aGk=", "line 1, column 1: tag !!binary is not supported"),
+    ("\x1b[31m", "line 1, column 1: character U+001B is not allowed in YAML"),
+])
+def test_config_value_that_is_bad_yaml(capsys, tmp_path, value, message):
+    err = fails(capsys, tmp_path, str(PROGRAM), "--config", f"jobs={value}")
+    assert err.startswith(f"error: --config jobs: {message}")
+    assert err.count("\n") == 1
+
+
+def test_config_value_that_is_not_json_for_the_program(capsys, tmp_path):
+    err = fails(capsys, tmp_path, str(PROGRAM), "--config", "jobs=mnist")
+    assert err == "error: Configuration 'trainjobs-examples:jobs' value 'mnist' is not a valid 'JSON object'\n"
+
+
+def test_a_stack_without_the_config_the_program_requires(capsys, tmp_path):
+    err = fails(capsys, tmp_path, str(PROGRAM), "--stack", "nosuchstack")
+    assert err.startswith("error: Missing required configuration variable 'trainjobs-examples:jobs'\n")
+
+
+def test_out_is_a_file(capsys, tmp_path):
+    out = tmp_path / "out"
+    out.write_text("mine\n")
+    code, err = cli(capsys, "render", str(PROGRAM), "--config", JOBS, "--out", str(out))
+    assert (code, err) == (2, f"error: --out {out} is a file; choose a directory\n")
+    assert out.read_text() == "mine\n"
+
+
+def test_out_is_a_directory_render_did_not_write(capsys, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    code, err = cli(capsys, "render", str(PROGRAM), "--config", JOBS, "--out", str(out))
+    assert (code, err) == (2, f"error: {out} is not empty and was not written by `trainjobs render`; "
+                              "choose another --out directory\n")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_out_under_a_file(capsys, tmp_path):
+    (tmp_path / "file").write_text("mine\n")
+    out = tmp_path / "file" / "out"
+    code, err = cli(capsys, "render", str(PROGRAM), "--config", JOBS, "--out", str(out))
+    assert (code, err) == (2, f"error: --out {out}: cannot write there: Not a directory\n")
+    assert (tmp_path / "file").read_text() == "mine\n"
+
+
+def test_usage_errors_return_2(capsys):
+    assert main(["render"]) == 2
+    assert "error: the following arguments are required: program" in capsys.readouterr().err
+
+
+# --- the project and stack files ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("config:\n  proj:jobs: [a\n", "line 3, column 1: expected ',' or ']', but got '<stream end>'"),
+    ("config:\n  proj:jobs: []\n  proj:jobs: []\n",
+     'line 3, column 3: duplicate key "proj:jobs" (first at line 2, column 3); give each key once'),
+    ("config:\n  proj:jobs: []\n  jobs: []\n", "proj:jobs is given twice, as proj:jobs and as jobs; keep one"),
+    ("config:\n\tproj:jobs: []\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+    ("- config\n", "must be a mapping with a `config:` section, got a list"),
+    ("config: 42\n", "`config` must map keys to values, got 42"),
+    ("config:\n  1: x\n", "line 2, column 3: key 1 is not a string; quote it"),
+    ("config:\n  proj:jobs: !!set {a}\n", "line 2, column 14: tag !!set is not supported"),
+])
+def test_a_stack_file_that_cannot_be_used(capsys, project, text, message):
+    err = fails(capsys, project, with_stack(project, text))
+    assert err.startswith(f"error: {project}/Pulumi.dev.yaml: {message}")
+    assert err.count("\n") == 1
+
+
+def test_a_stack_file_that_is_not_utf8(capsys, project):
+    (project / "Pulumi.dev.yaml").write_bytes(b"config:\n  proj:jobs: \xff\n")
+    err = fails(capsys, project, str(project / "__main__.py"))
+    assert err == f"error: {project}/Pulumi.dev.yaml: not UTF-8 text (byte 21)\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: [proj\n", "line 2, column 1: expected ',' or ']', but got '<stream end>'"),
+    ("name: proj\nname: other\n", 'line 2, column 1: duplicate key "name" (first at line 1, column 1)'),
+    ("runtime: python\n", "needs the project's name as a string, `name: <project>`"),
+    ("name: 42\n", "needs the project's name as a string, `name: <project>`"),
+    ("- name\n", "needs the project's name as a string, `name: <project>`"),
+])
+def test_a_project_file_that_cannot_be_used(capsys, project, text, message):
+    (project / "Pulumi.yaml").write_text(text)
+    err = fails(capsys, project, with_stack(project, "config:\n  proj:jobs: []\n"))
+    assert err.startswith(f"error: {project}/Pulumi.yaml: {message}")
+
+
+SECURE = "config:\n  proj:jobs: []\n  proj:token:\n    secure: v1:abc\n"
+
+
+def test_an_encrypted_value_needs_an_override(capsys, project):
+    err = fails(capsys, project, with_stack(project, SECURE))
+    assert err == (f"error: {project}/Pulumi.dev.yaml: proj:token is encrypted (secure:) and cannot be read "
+                   "offline; pass a test value with --config proj:token=...\n")
+
+
+def test_an_encrypted_value_inside_an_object_is_named_by_its_path(capsys, project):
+    err = fails(capsys, project, with_stack(project, "config:\n  proj:jobs:\n    - name: a\n      env:\n"
+                                                     "        TOKEN: {secure: v1:abc}\n"))
+    assert err.startswith(f"error: {project}/Pulumi.dev.yaml: proj:jobs[0].env.TOKEN is encrypted (secure:)")
+
+
+def test_an_overridden_encrypted_value_renders(capsys, project):
+    program = with_stack(project, SECURE)
+    out = project / "out"
+    code, _ = cli(capsys, "render", program, "--config", "token=test", "--config", "jobs=[{name: a}]",
+                  "--out", str(out))
+    assert code == 0
+    assert (out / "batch_v1-job-default-a-node-0.yaml").is_file()
+
+
+def test_yaml_1_1_words_in_a_stack_file_stay_words(capsys, project):
+    program = with_stack(project, "config:\n  proj:jobs:\n    - name: a\n      env: {DEBUG: yes, LEVEL: 010}\n")
+    out = project / "out"
+    code, _ = cli(capsys, "render", program, "--out", str(out))
+    assert code == 0
+    job = (out / "batch_v1-job-default-a-node-0.yaml").read_text()
+    assert "        - name: DEBUG\n          value: 'yes'\n" in job
+    assert "        - name: LEVEL\n          value: '10'\n" in job
+
+
+def test_explain_reports_bad_config_the_same_way(capsys, tmp_path):
+    err = fails(capsys, tmp_path, str(PROGRAM), "--config", "jobs=42", command="explain")
+    assert err.startswith("error: trainjobs-examples:jobs: must be a list of jobs")
+
+
+def test_a_failed_render_leaves_the_previous_one_untouched(capsys, tmp_path):
+    out = tmp_path / "out"
+    assert cli(capsys, "render", str(PROGRAM), "--config", JOBS, "--out", str(out))[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, err = cli(capsys, "render", str(PROGRAM), "--config", "jobs=[{kind: TorchTrainJob}]", "--out", str(out))
+    assert code == 2 and err.startswith("error: trainjobs-examples:jobs: invalid jobs\n  - jobs[0].name: missing")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
