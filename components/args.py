@@ -188,9 +188,8 @@ class Resources(Model):
         return value
 
 
-class PodTemplate(Model):
-    """A role's pods: the main container and pod settings. In a runtime, None means "not set here";
-    a job's arguments override the runtime's template field by field."""
+class _PodFields(Model):
+    """Pod settings a runtime's template gives and a job's arguments override. None means "not set here"."""
 
     image: Optional[pulumi.Input[str]] = None
     """Container image. Default: the runtime's."""
@@ -241,8 +240,6 @@ class PodTemplate(Model):
     sidecars: Optional[list[dict[str, Any]]] = None
     """Containers beside the main one, rendered as native sidecars (init containers with
     `restartPolicy: Always`, Kubernetes 1.29+) so the Job still completes when the main container ends."""
-    resources: Optional[Resources] = None
-    """Resources of the main container, merged per key over the runtime's."""
 
     @field_validator("env", mode="before")
     @classmethod
@@ -255,6 +252,14 @@ class PodTemplate(Model):
     @classmethod
     def _shm_quantity(cls, value: Any) -> Any:
         return None if value is None else _quantity(value)
+
+
+class PodTemplate(_PodFields):
+    """A role's pods: the main container and pod settings. In a runtime, None means "not set here";
+    a job's arguments override the runtime's template field by field."""
+
+    resources: Optional[Resources] = None
+    """Resources of the main container, merged per key over the runtime's."""
 
 
 class Initializer(PodTemplate):
@@ -289,10 +294,7 @@ class TrainingRuntime(Model):
     """Model initializer every job using the runtime gets."""
 
 
-_JOB_POD_FIELDS = tuple(name for name in PodTemplate.model_fields if name != "resources")
-
-
-class TrainJobArgs(PodTemplate):
+class TrainJobArgs(_PodFields):
     """Arguments every training job accepts; each family adds its own. Pod settings override the runtime's
     template of the training pods."""
 
@@ -353,11 +355,11 @@ class TrainJobArgs(PodTemplate):
 
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""
-        return PodTemplate.model_construct(**{name: getattr(self, name) for name in _JOB_POD_FIELDS},
+        return PodTemplate.model_construct(**{name: getattr(self, name) for name in _PodFields.model_fields},
                                            resources=self.resources_per_node)
 
 
-resolve_input_types(EnvVar, PodTemplate, Initializer, ExtraRole, TrainingRuntime, TrainJobArgs)
+resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, TrainJobArgs)
 
 
 def builtin_runtime(value: Any, family: str, runtimes: dict[str, TrainingRuntime]) -> Any:

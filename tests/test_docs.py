@@ -8,7 +8,7 @@ import pytest
 import components
 from components.component import TrainJobComponent
 
-DOCS = (Path(__file__).resolve().parent.parent / "docs" / "components.md").read_text()
+DOCS = (Path(__file__).resolve().parent.parent / "docs" / "arguments.md").read_text()
 DOCUMENTED = set(re.findall(r"`([a-z_]+)`", DOCS))
 MODELS = [getattr(components, name).args_type for name in components.__all__
           if isinstance(getattr(components, name), type) and issubclass(getattr(components, name), TrainJobComponent)]
@@ -19,10 +19,16 @@ MODELS += [components.PodTemplate, components.Initializer, components.ExtraRole,
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 def test_every_argument_is_documented(model):
     missing = sorted(set(model.model_fields) - DOCUMENTED)
-    assert not missing, f"{model.__name__} arguments missing from docs/components.md: {missing}"
+    assert not missing, f"{model.__name__} arguments missing from docs/arguments.md: {missing}"
+
+
+def test_the_argument_reference_is_generated_from_the_code():
+    from components.reference import document
+    generated = (Path(__file__).resolve().parent.parent / "docs" / "arguments.md").read_text()
+    assert generated == document(), "docs/arguments.md is stale: python -m components.reference > docs/arguments.md"
 
 
 def test_every_component_has_a_section():
     headings = " ".join(re.findall(r"^## (.+)$", DOCS, re.M))
     missing = [name for name in components.__all__ if name.endswith("TrainJob") and name not in headings]
-    assert not missing, f"components without a section in docs/components.md: {missing}"
+    assert not missing, f"components without a section in docs/arguments.md: {missing}"
