@@ -25,11 +25,27 @@ def _config(pairs: list[str]) -> dict:
     return config
 
 
-def _run(args: argparse.Namespace):
+def _stack_outputs(pairs: list[str]) -> dict[str, dict]:
+    """`--stack-output STACK:NAME=VALUE` pairs as {stack: {name: value}}; each VALUE is strict YAML."""
+    outputs: dict[str, dict] = {}
+    for pair in pairs:
+        reference, sep, value = pair.partition("=")
+        stack, colon, name = reference.rpartition(":")
+        if not sep or not colon or not stack or not name:
+            raise ConfigError(f"--stack-output takes STACK:NAME=VALUE (e.g. acme/images/prod:trainerImage=...), "
+                              f"got {pair!r}")
+        outputs.setdefault(stack, {})[name] = load_yaml(value, f"--stack-output {reference}") if value else ""
+    return outputs
+
+
+def _run(args: argparse.Namespace, preview: bool = True):
+    """The program's registrations: as a preview for render and explain (secrets from the stack file and
+    other stacks' outputs need not be readable), as an update for run-local (real keys, real values)."""
     program = Path(args.program)
     if not (program / "__main__.py" if program.is_dir() else program).is_file():
         raise FileNotFoundError(f"no program at {program}; give a Pulumi program file such as stacks/__main__.py")
-    return run_program(program, stack=args.stack, config=_config(args.config))
+    return run_program(program, stack=args.stack, config=_config(args.config), preview=preview,
+                       stack_outputs=_stack_outputs(args.stack_output))
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -77,7 +93,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         return localrun.EXIT_USAGE
-    result = _run(args)
+    result = _run(args, preview=False)
     objects = render.kubernetes_objects(result, redact=False)
     try:
         outcome = localrun.run_local(objects, jobs=args.job or None, timeout=args.timeout or None,
@@ -96,6 +112,9 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_)
         p.add_argument("program", help="Pulumi program file, e.g. stacks/__main__.py")
         p.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml config to use (default: dev)")
+        p.add_argument("--stack-output", action="append", default=[], metavar="STACK:NAME=VALUE",
+                       help="an output of another stack the program reads with a StackReference (YAML value; "
+                            "repeatable); without it, such outputs are unknown in render and explain")
         p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value (YAML value); repeatable")
         return p

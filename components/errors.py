@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from pulumi.errors import RunError
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -14,11 +16,12 @@ class Issue:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-class TrainJobError(ValueError):
+class TrainJobError(ValueError, RunError):
     """A job's arguments cannot produce a working job.
 
     Raised by a component's constructor before it registers anything, so a failed
-    `pulumi up` or `trainjobs render` leaves no partial job behind.
+    `pulumi up` or `trainjobs render` leaves no partial job behind. As a Pulumi RunError,
+    `pulumi up` prints its message without a stack trace.
     """
 
     def __init__(self, component: str, name: str | None, issues: list[Issue]):

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from components.cli import main
+from components.stackconfig import ConfigError
+from components.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -175,10 +177,19 @@ def test_a_project_file_that_cannot_be_used(capsys, project, text, message):
 SECURE = "config:\n  proj:jobs: []\n  proj:token:\n    secure: v1:abc\n"
 
 
-def test_an_encrypted_value_needs_an_override(capsys, project):
-    err = fails(capsys, project, with_stack(project, SECURE))
-    assert err == (f"error: {project}/Pulumi.dev.yaml: proj:token is encrypted (secure:) and cannot be read "
-                   "offline; pass a test value with --config proj:token=...\n")
+def test_an_encrypted_value_is_a_secret_placeholder_in_a_render_and_needs_an_override_to_run(capsys, project):
+    (project / "__main__.py").write_text(
+        "import pulumi\nfrom components import TorchTrainJob\n\n"
+        "TorchTrainJob('a', {'env': {'TOKEN': pulumi.Config().require_secret('token')}})\n")
+    out = project / "out"
+    code, _ = cli(capsys, "render", with_stack(project, SECURE), "--out", str(out))
+    assert code == 0
+    assert "TOKEN=[secret]" in (out / "ranks.txt").read_text()
+    assert "v1:abc" not in "".join(p.read_text() for p in out.iterdir())
+    with pytest.raises(ConfigError) as info:   # an update (run-local) needs the real value
+        run_program(project / "__main__.py", stack="dev")
+    assert str(info.value) == (f"{project}/Pulumi.dev.yaml: proj:token is encrypted (secure:) and cannot be read "
+                               "offline; pass a test value with --config proj:token=...")
 
 
 def test_an_encrypted_value_inside_an_object_is_named_by_its_path(capsys, project):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from components.cli import main
+from components.render import kubernetes_objects, ranks_text, to_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -41,21 +42,31 @@ def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, 
     assert f"wrote {count} objects and ranks.txt to {out}/" in printed
 
 
-def test_private_keys_never_appear_in_rendered_or_printed_output(tmp_path, capsys, monkeypatch):
+def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monkeypatch):
     import components.testing as kit
     generated = []
-    original = kit._ssh_key_pair
-    monkeypatch.setattr(kit, "_ssh_key_pair", lambda *a: generated.append(original(*a)) or generated[-1])
+    monkeypatch.setattr(kit, "_ssh_key_pair", lambda *a: generated.append(a))
     code, out = render(tmp_path, stack="hpc")
     assert code == 0 and main(["explain", str(PROGRAM), "--stack", "hpc"]) == 0
     printed = capsys.readouterr()
     texts = [p.read_text() for p in out.iterdir() if p.is_file()] + [printed.out, printed.err]
-    assert len(generated) == 4  # two jobs, rendered and explained
-    for key in generated:
-        body = key["privateKeyOpenssh"].splitlines()[1]
-        assert all(body not in text for text in texts)
+    assert generated == []   # a preview: pulumi-tls makes the key at deploy time
     assert all("PRIVATE KEY" not in text for text in texts)
     assert "ssh-privatekey: '[secret]'" in (out / "v1-secret-default-pi-mpi-ssh-auth.yaml").read_text()
+
+
+def test_real_keys_of_an_update_never_appear_in_views_or_redacted_objects():
+    from components.testing import run_program
+    result = run_program(PROGRAM, stack="hpc")   # an update, as run-local runs it: real keys
+    keys = [r.inputs for r in result.find(type="tls:index/privateKey:PrivateKey")]
+    secrets = [r.manifest["stringData"]["ssh-privatekey"] for r in result.find(kind="Secret")]
+    assert len(keys) == 2 and all("PRIVATE KEY" in key for key in secrets)
+    objects = kubernetes_objects(result)
+    texts = [ranks_text(objects), *(to_yaml(o) for o in objects)]
+    for key in secrets:
+        body = key.splitlines()[1]
+        assert all(body not in text for text in texts)
+    assert all("PRIVATE KEY" not in text for text in texts)
 
 
 def test_render_is_byte_identical_on_rerun(tmp_path):
