@@ -7,6 +7,7 @@ checks every job needs.
 
 import difflib
 import inspect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -385,7 +386,7 @@ def _field_kinds(args_class: type) -> dict[str, type]:
     for snake, parameter in inspect.signature(args_class.__init__).parameters.items():
         if snake == "__self__":
             continue
-        camel = k8s_tables.SNAKE_TO_CAMEL_CASE_TABLE.get(snake, snake)
+        camel = k8s_tables.SNAKE_TO_CAMEL_CASE_TABLE.get(snake) or re.sub(r"_([a-z])", lambda m: m[1].upper(), snake)
         first = typing_args[0] if (typing_args := getattr(parameter.annotation, "__args__", None)) else None
         origin = getattr(first, "__origin__", first)
         kinds[camel] = (bool if first is bool else int if first is int else str if first is str

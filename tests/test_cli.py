@@ -229,3 +229,17 @@ def test_a_failed_render_leaves_the_previous_one_untouched(capsys, tmp_path):
     code, err = cli(capsys, "render", str(PROGRAM), "--config", "jobs=[{kind: TorchTrainJob}]", "--out", str(out))
     assert code == 2 and err.startswith("error: trainjobs-examples:jobs: invalid jobs\n  - jobs[0].name: missing")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("construct, field", [
+    ("TorchTrainJob('a', TorchTrainJobArgs(image='x:1', num_node=2))", 'num_node: unknown argument "num_node"; '
+                                                                      'did you mean "num_nodes"?'),
+    ("MpiTrainJob('a', MpiTrainJobArgs(num_nodes=0))", "num_nodes: Input should be greater than or equal to 1"),
+    ("TorchTrainJob('a', {'num_nodes': pulumi.Output.from_input(2)})", "num_nodes: must be a plain value"),
+])
+def test_a_program_with_a_typed_args_mistake_exits_2_without_a_traceback(capsys, project, construct, field):
+    (project / "__main__.py").write_text(
+        "import pulumi\nfrom components import MpiTrainJob, MpiTrainJobArgs, TorchTrainJob, TorchTrainJobArgs\n\n"
+        f"{construct}\n")
+    err = fails(capsys, project, with_stack(project, "config: {}\n"))
+    assert err.startswith("error: ") and f"  - {field}" in err
