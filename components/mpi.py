@@ -94,7 +94,9 @@ class MpiTrainJobArgs(TrainJobArgs):
     num_proc_per_node: Optional[int] = Field(default=None, ge=1, le=100000)
     """Slots per host. Default: the runtime's (1), or the node's GPU count when it has several."""
     mpi_implementation: Optional[Implementation] = None
-    """OpenMPI, IntelMPI or MPICH. Default: the runtime's (OpenMPI)."""
+    """OpenMPI, IntelMPI or MPICH. Default: the runtime's (OpenMPI). The Hydra launchers (Intel MPI, MPICH)
+    connect back to the launcher by its short hostname, so they need `namespace`: pods then get the DNS
+    search domain N.<namespace>.svc.<cluster_domain>."""
     run_launcher_as_node: Optional[bool] = None
     """Whether the launcher is also an MPI host. Default: the runtime's (true for DeepSpeed and MLX)."""
     ssh_auth_mount_path: Optional[str] = None

@@ -59,13 +59,18 @@ class TorchTrainJobArgs(TrainJobArgs):
     """Processes per pod (PET_NPROC_PER_NODE): a whole number, or "auto": the GPU count on GPU pods
     (torchrun counts them), else the pod's CPU request (or limit) rounded up, else 1."""
     rendezvous: Optional[Rendezvous] = Rendezvous.STATIC.value
-    """"static" (PET_MASTER_ADDR/PORT, as Kubeflow) or "c10d" (PET_RDZV_ENDPOINT, elastic-ready)."""
+    """"static": PET_MASTER_ADDR and PET_MASTER_PORT, as Kubeflow. "c10d": PET_RDZV_BACKEND=c10d,
+    PET_RDZV_ENDPOINT=N-node-0-0.N:29500 and PET_RDZV_ID=N; ranks are assigned by join order."""
     torchrun: Optional[bool] = True
-    """False runs one process per pod without torchrun, with MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK."""
+    """False runs one process per pod without torchrun (as training-operator v1 and Volcano): MASTER_ADDR,
+    MASTER_PORT, WORLD_SIZE (training pods only, never extra roles) and RANK from the completion index;
+    num_proc_per_node must then be 1."""
     env_injection: Optional[list[str]] = Field(default_factory=list)
-    """Names of sidecars and init containers of the trainer pods that also get the derived torch env."""
+    """Names of sidecars and init containers of the trainer pods that also get the derived torch env
+    (Kubeflow's envInjection)."""
     runtime: Optional[TorchRuntime] = TORCH_DISTRIBUTED
-    """A TorchRuntime, or the name of a built-in one. Default: torch-distributed."""
+    """A TorchRuntime, or the name of a built-in one. Default: torch-distributed (image
+    pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime, no command)."""
 
     @field_validator("num_proc_per_node", mode="before")
     @classmethod
