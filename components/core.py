@@ -203,9 +203,12 @@ def check_template(issues: IssueCollector, template: PodTemplate, role: str) -> 
                                                   "Kubernetes needs them equal for device resources")
 
 
-def check_reserved_env(issues: IssueCollector, template: PodTemplate, reserved: dict[str, str]) -> None:
-    """User env must not shadow derived variables; each reserved name maps to the field to use instead."""
-    clashes = sorted(e.name for e in template.env or () if e.name in reserved)
+def check_reserved_env(issues: IssueCollector, reserved: dict[str, str], *templates: PodTemplate) -> None:
+    """User env must not shadow derived variables; each reserved name maps to the field to use instead.
+
+    One issue for the job, listing every reserved name any of its templates sets, as Kubeflow reports it.
+    """
+    clashes = sorted({e.name for template in templates for e in template.env or () if e.name in reserved})
     if clashes:
         instead = "; ".join(f"{n} comes from {reserved[n]}" for n in clashes)
         issues.add("env", f"must not have reserved envs, invalid envs configured: [{', '.join(clashes)}]. {instead}")

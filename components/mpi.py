@@ -329,8 +329,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
         core.check_template(issues, node, NODE)
     if not launcher.command:
         issues.add("command", "the launcher needs a command, e.g. [mpirun, python, train.py]")
-    for template in (launcher, node):
-        core.check_reserved_env(issues, template, RESERVED_ENV)
+    core.check_reserved_env(issues, RESERVED_ENV, launcher, node)
     as_root = _is_root(launcher, mount)
     if not as_root and not (launcher.security_context or {}).get("fsGroup"):
         issues.add("security_context", f"a non-root MPI job needs security_context.fsGroup so its user can read the "

@@ -191,6 +191,18 @@ def test_reserved_mpi_env_is_rejected():
     assert ("env: must not have reserved envs, invalid envs configured: "
             "[OMPI_MCA_mca_base_env_list, OMPI_MCA_orte_default_hostfile, PRTE_MCA_plm_ssh_args]") in str(info.value)
     assert "OMPI_MCA_mca_base_env_list comes from the job's env (the names forwarded to every rank)" in str(info.value)
+    assert [issue.field for issue in info.value.issues] == ["env"]   # once for the job, as Kubeflow reports it
+
+
+def test_reserved_env_of_every_template_is_reported_once():
+    runtime = MpiRuntime(name="rt", launcher={"image": "m:1"},
+                         node={"image": "m:1", "command": ["/usr/sbin/sshd", "-De"], "env": {"I_MPI_PERHOST": "1"}})
+    with pytest.raises(TrainJobError) as info:
+        mpi({"runtime": runtime, "env": {"OMPI_MCA_plm_rsh_args": "x", "OMPI_MCA_orte_default_hostfile": "y"}})
+    assert [issue.field for issue in info.value.issues] == ["env"]
+    assert info.value.issues[0].message.startswith(
+        "must not have reserved envs, invalid envs configured: "
+        "[I_MPI_PERHOST, OMPI_MCA_orte_default_hostfile, OMPI_MCA_plm_rsh_args]. ")
 
 
 @pytest.mark.parametrize("missing", ["launcher", "node"])
