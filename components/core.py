@@ -10,10 +10,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from . import apivalidation, argpaths
+from .apivalidation import is_extended_resource
+from .args import DEFAULT_SHM_SIZE, Initializer, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
 from .errors import IssueCollector
-from .naming import (label_key_problem, label_value_problem, rfc1035_label_problem,
-                     rfc1123_label_problem)
+from .naming import rfc1035_label_problem, rfc1123_label_problem
 from .quantity import ceil_value, parse_quantity
 
 LABEL_JOB = "trainjobs.io/job-name"
@@ -121,11 +122,6 @@ def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs)
     return overlay(runtime_template or PodTemplate(), args.template_overrides())
 
 
-def is_extended_resource(resource: str) -> bool:
-    """Device-plugin resources (GPUs, MIG slices, NICs): Kubernetes needs requests == limits."""
-    return "/" in resource and not resource.startswith("kubernetes.io/") and not resource.startswith("hugepages-")
-
-
 def is_gpu(resource: str) -> bool:
     """A GPU: any resource name containing "gpu", and NVIDIA MIG slices."""
     return "gpu" in resource.lower() or resource.startswith("nvidia.com/mig-")
@@ -160,47 +156,27 @@ def normalized_resources(resources: Resources | None) -> Resources | None:
 
 # --- checks ----------------------------------------------------------------------------------
 
-def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime,
-              hostnames: list[str]) -> None:
-    """The checks every family needs: names, metadata and the derived pod hostnames."""
+def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> None:
+    """The job's own rules on its name, namespace and labels; what the API server refuses in the objects
+    they make (hostnames, label syntax) is checked on the manifests (see `plan`)."""
     problem = rfc1035_label_problem(name)
     if problem:
         issues.add("name", f"{problem}. The job name becomes the Service name and the pods' DNS subdomain.")
-    elif hostnames:
-        longest = max(hostnames, key=len)
-        if len(longest) > 63:
-            issues.add("name", f'derived pod hostname "{longest}" is {len(longest)} characters; the limit is 63. '
-                               f"Shorten the job name by at least {len(longest) - 63} characters "
-                               f"(or use fewer nodes).")
     if args.namespace is not None:
         problem = rfc1123_label_problem(args.namespace)
         if problem:
             issues.add("namespace", problem)
     for field_name, labels in (("labels", {**runtime.labels, **args.labels}),
                                ("pod_labels", args.pod_labels or {})):
-        for key, value in labels.items():
-            problem = label_key_problem(key) or label_value_problem(value)
-            if problem:
-                issues.add(f"{field_name}.{key}", problem)
+        for key in labels:
             if key in RESERVED_LABELS:
                 issues.add(f"{field_name}.{key}", f"{key} is set by the job to select its pods; remove it")
-    for field_name, annotations in (("annotations", args.annotations), ("pod_annotations", args.pod_annotations or {})):
-        for key in annotations:
-            problem = label_key_problem(key)
-            if problem:
-                issues.add(f"{field_name}.{key}", problem)
 
 
 def check_template(issues: IssueCollector, template: PodTemplate, role: str) -> None:
-    """A role's effective template can make a pod: an image, consistent extended resources."""
+    """A role's effective template can make a pod: it has an image."""
     if not template.image:
         issues.add("image", f"no image for the {role} pods: set image, or give the runtime's {role} template one")
-    if template.resources:
-        for name, limit in template.resources.limits.items():
-            request = template.resources.requests.get(name)
-            if is_extended_resource(name) and request is not None and parse_quantity(request) != parse_quantity(limit):
-                issues.add("resources_per_node", f'{name} request "{request}" differs from its limit "{limit}"; '
-                                                  "Kubernetes needs them equal for device resources")
 
 
 def check_reserved_env(issues: IssueCollector, reserved: dict[str, str], *templates: PodTemplate) -> None:
@@ -412,6 +388,7 @@ class InitializerSetup:
     mount: dict[str, Any] | None = None
     markers: tuple[str, ...] = ()
     timeout_seconds: int = 0
+    specs: tuple[tuple[str, str, Initializer], ...] = ()   # (role, argument, effective spec) per initializer
 
     def wait_container(self, template: PodTemplate) -> list[dict[str, Any]]:
         """Init container for training pods: waits (bounded) for every initializer's completion marker.
@@ -457,7 +434,7 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
     if args.workspace_volume is not None:
         volume = {"name": WORKSPACE_VOLUME, **args.workspace_volume}
     else:
-        claim = f"{name}-initializer"
+        claim = workspace_claim(name)
         pvc_spec: dict[str, Any] = {"accessModes": [args.workspace_access_mode],
                                     "resources": {"requests": {"storage": args.workspace_size}}}
         if args.workspace_storage_class:
@@ -491,13 +468,18 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         manifests.append(job)
         markers.append(marker)
         job_names.append(job["metadata"]["name"])
+    specs = tuple((role, field_name, configured[role]) for role, field_name
+                  in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")) if role in configured)
     return InitializerSetup(tuple(manifests), tuple(job_names), volume, mount, tuple(markers),
-                            args.initializer_timeout_seconds)
+                            args.initializer_timeout_seconds, specs)
 
 
-def check_extra_roles(issues: IssueCollector, name: str, args: TrainJobArgs) -> list[str]:
-    """Role names are DNS labels that no training role uses; returns their longest hostnames."""
-    hostnames = []
+def workspace_claim(name: str) -> str:
+    return f"{name}-initializer"
+
+
+def check_extra_roles(issues: IssueCollector, args: TrainJobArgs) -> None:
+    """Role names are DNS labels that no training role uses."""
     for role, spec in args.extra_roles.items():
         if role in RESERVED_ROLES:
             issues.add(f"extra_roles.{role}", f'"{role}" is a role the job itself uses; choose another name')
@@ -505,8 +487,6 @@ def check_extra_roles(issues: IssueCollector, name: str, args: TrainJobArgs) -> 
             issues.add(f"extra_roles.{role}", "role names must be DNS labels (lowercase letters, digits, '-')")
         if not spec.image:
             issues.add(f"extra_roles.{role}.image", "an extra role needs an image")
-        hostnames.append(pod_hostname(name, role, spec.num_pods - 1))
-    return hostnames
 
 
 def extra_role_jobs(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> list[dict[str, Any]]:
@@ -535,18 +515,18 @@ class TrainingRole:
 
 def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector,
          roles: list[TrainingRole], objects: list[dict[str, Any]] = (), outputs: dict[str, Any] | None = None,
-         ) -> TrainJobPlan:
+         object_arguments: dict[str, dict[tuple, str]] | None = None) -> TrainJobPlan:
     """A family's training roles plus what every job has: checks, Service, initializers, extra roles.
 
-    Raises TrainJobError with every problem (the family's and the common ones) before returning.
-    Training pods mount the initializers' workspace and wait for them; extra roles get nothing
-    from training.
+    Raises TrainJobError with every problem before returning: the family's, the common ones, and
+    what the API server would refuse in the manifests, named by the argument behind it.
+    `object_arguments` names the argument behind the content of the family's `objects`, per
+    object name and path prefix. Training pods mount the initializers' workspace and wait for
+    them; extra roles get nothing from training.
     """
-    hostnames = [pod_hostname(name, r.role, r.pods - 1) for r in roles if r.pods > 0]
-    hostnames += check_extra_roles(issues, name, args)
+    check_extra_roles(issues, args)
     setup = initializers(name, args, runtime, issues)
-    check_job(issues, name, args, runtime, hostnames)
-    issues.raise_if_any(component, name)
+    check_job(issues, name, args, runtime)
 
     jobs = []
     for r in roles:
@@ -563,5 +543,37 @@ def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime
     ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
     manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
                  *extra_role_jobs(name, args, runtime))
+    reported = {issue.field for issue in issues.issues}
+    sources = _sources(name, args, runtime, roles, setup, object_arguments or {})
+    for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
+        if issue.field not in reported:   # an argument's own check says it better
+            issues.add(issue.field, issue.message)
+    issues.raise_if_any(component, name)
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests),
                         outputs=dict(outputs or {}), ordering=ordering)
+
+
+def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: list[TrainingRole],
+             setup: InitializerSetup, object_arguments: dict[str, dict[tuple, str]]) -> argpaths.Sources:
+    """Whose settings each object of the job carries, to name the argument behind a refused value."""
+    # A runtime holds each role's template under the role's name (TorchRuntime.node, MpiRuntime.launcher).
+    jobs = {job_name(name, r.role): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.role}.",
+                                                       getattr(runtime, r.role, None),
+                                                       renamed={"resources": "resources_per_node"})
+            for r in roles}
+    for role, field_name, spec in setup.specs:
+        jobs[job_name(name, role)] = argpaths.PodSource(
+            f"{field_name}.", getattr(args, field_name), spec, field_name, f"runtime.{field_name}.",
+            getattr(runtime, field_name), env_arguments={"STORAGE_URI": "storage_uri"}, template_in_init=True)
+    for role, spec in args.extra_roles.items():
+        jobs[job_name(name, role)] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec,
+                                                        f"extra_roles.{role}.num_pods",
+                                                        role_argument=f"extra_roles.{role}", role=role)
+    claim = {("spec", "resources", "requests", "storage"): "workspace_size",
+             ("spec", "storageClassName"): "workspace_storage_class", ("spec", "accessModes"): "workspace_access_mode"}
+    return argpaths.Sources(
+        args, runtime, jobs,
+        labels={"app.kubernetes.io/name": "runtime.name", "app.kubernetes.io/instance": "name", LABEL_JOB: "name"},
+        role_labels=("app.kubernetes.io/component", LABEL_ROLE),
+        objects={workspace_claim(name): claim, **object_arguments},
+        volumes={WORKSPACE_VOLUME: "workspace_volume"})

@@ -12,7 +12,6 @@ Lifecycle without an operator:
   sshd and exit with that code, so success completes every Job and failure fails them.
 """
 
-import re
 import shlex
 from typing import Annotated, Any, Literal
 
@@ -20,6 +19,7 @@ import pulumi
 from pydantic import Field
 
 from . import core
+from .apivalidation import MAX_ENV_STRING, MAX_INDEXED_COMPLETIONS
 from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtimes
 from .component import TrainJobComponent
 from .errors import IssueCollector
@@ -96,10 +96,6 @@ def ssh_args(mount_path: str, port: int) -> str:
 
 
 ENV_LIST = "OMPI_MCA_mca_base_env_list"
-# Linux's limit on one "NAME=value" string given to execve (MAX_ARG_STRLEN, with its NUL): a longer
-# variable makes the container fail to start with "argument list too long".
-MAX_ENV_STRING = 131072
-_REFERABLE_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _SHARED_REFS = ("secretKeyRef", "configMapKeyRef")
 
 
@@ -112,13 +108,12 @@ def forwarded_env(env: tuple[EnvVar, ...] | None) -> list[str]:
     that has or may have one goes as `NAME=$(NAME)`, expanded by the kubelet. Left out: values with
     both `;` (the list's separator) and `=`; per-pod values (fieldRef, resourceFieldRef), which would
     give every rank the launcher's; optional references, which may be unset (OpenMPI 5's mpirun
-    then fails, 4's drops every later name); names a list or `$(NAME)` cannot carry.
+    then fails, 4's drops every later name). Env names are C-identifier-like (apivalidation refuses
+    others), so a list and `$(NAME)` carry every one.
     """
     entries: list[str] = []
     names: set[str] = set()
     for var in {var.name: var for var in env or ()}.values():   # a name given twice: the last value counts
-        if not _REFERABLE_NAME.fullmatch(var.name):
-            continue
         if var.value_from is not None:
             refs = [k for k in _SHARED_REFS if k in var.value_from]
             if len(var.value_from) != 1 or not refs or var.value_from[refs[0]].get("optional"):
@@ -310,6 +305,11 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
     launcher_is_node = runtime.run_launcher_as_node if args.run_launcher_as_node is None else args.run_launcher_as_node
     mount = args.ssh_auth_mount_path or runtime.ssh_auth_mount_path
     node_pods = args.num_nodes - 1 if launcher_is_node else args.num_nodes
+    if node_pods > MAX_INDEXED_COMPLETIONS:
+        # The node Job would be refused anyway; stop before listing that many hosts.
+        issues.add("num_nodes", f"an Indexed Job runs at most {MAX_INDEXED_COMPLETIONS} pods (got {node_pods} "
+                                "node pods)")
+        issues.raise_if_any(component, name)
 
     if args.num_nodes >= 2 and launcher_is_node and (runtime.launcher is None or runtime.node is None):
         missing = " and ".join(r for r, t in ((LAUNCHER, runtime.launcher), (NODE, runtime.node)) if t is None)
@@ -416,6 +416,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
                                        extra_volumes=(key_volume, control_volume), dns_config=dns_config))
     return core.plan(
         component, name, args, runtime, issues, roles, objects=[secret, config_map],
+        object_arguments={config_map["metadata"]["name"]: {("data",): "num_nodes"}},
         outputs={
             "service_name": name,
             "job_name": core.job_name(name, LAUNCHER),
