@@ -6,6 +6,7 @@ stack's config fails before anything registers.
 """
 
 import difflib
+import re
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -13,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from .errors import Issue, TrainJobError
+from .errors import Issue, TrainJobError, shown
 from .quantity import QuantityError, normalize_quantity, parse_quantity
 
 DEFAULT_SHM_SIZE = "1Gi"
@@ -106,9 +107,16 @@ class PodTemplate(_PodFields):
     resources: Resources | None = None
 
 
+# Kubeflow's TrainJob CRD rule for initializer storage URIs. Matched whole, with `.` not matching a
+# newline, as CEL (RE2) does.
+_STORAGE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://.+")
+
+
 def _storage_uri(value: Any) -> Any:
-    if isinstance(value, str) and "://" not in value:
-        raise ValueError(f'"{value}" is not a URI: use scheme://..., e.g. hf://org/name or s3://bucket/path')
+    """A URI as Kubeflow's CRD requires; the scheme is checked against the initializer that fetches it."""
+    if isinstance(value, str) and not _STORAGE_URI.fullmatch(value):
+        raise ValueError(f"{shown(value)} is not a URI: Kubeflow requires scheme://... with something after the "
+                         "scheme, e.g. hf://org/name or s3://bucket/path")
     return value
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from . import apivalidation, argpaths
 from .apivalidation import is_extended_resource
 from .args import DEFAULT_SHM_SIZE, Initializer, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
-from .errors import IssueCollector
+from .errors import IssueCollector, shown
 from .naming import rfc1035_label_problem, rfc1123_label_problem
 from .quantity import ceil_value, parse_quantity
 
@@ -363,6 +363,8 @@ RESERVED_ROLES = ("node", "launcher", "network", "mpi", "workspace", *INITIALIZE
 # Kubeflow Trainer's initializer images, used when neither the runtime nor the job gives one.
 INITIALIZER_IMAGES = {"dataset-initializer": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0",
                       "model-initializer": "ghcr.io/kubeflow/trainer/model-initializer:v2.3.0"}
+# The URI schemes Kubeflow's initializer images fetch (pkg/initializers/{dataset,model}/__main__.py).
+INITIALIZER_SCHEMES = {"dataset-initializer": ("hf", "cache", "s3"), "model-initializer": ("hf", "s3")}
 
 _WAIT_FOR_MARKERS = r"""
 deadline=$(( $(date +%s) + $1 )); shift
@@ -426,6 +428,14 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         if spec.storage_uri is None and spec.command is None:
             issues.add(f"{field_name}.storage_uri", "set the URI to download from (e.g. hf://org/name), "
                                                     "or a command for a custom initializer")
+        elif spec.storage_uri is not None and _kubeflow_initializer(spec.image, role):
+            scheme = spec.storage_uri.partition("://")[0].lower()
+            if scheme not in INITIALIZER_SCHEMES[role]:
+                kind = role.split("-")[0]
+                issues.add(f"{field_name}.storage_uri",
+                           f"Unsupported {kind} storage URI scheme {shown(scheme)}: expected one of "
+                           f"{', '.join(INITIALIZER_SCHEMES[role])} (Kubeflow's {role} image); or give the "
+                           "initializer an image of your own that fetches it")
         configured[role] = spec
     if not configured:
         return InitializerSetup()
@@ -472,6 +482,17 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
                   in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")) if role in configured)
     return InitializerSetup(tuple(manifests), tuple(job_names), volume, mount, tuple(markers),
                             args.initializer_timeout_seconds, specs)
+
+
+def _kubeflow_initializer(image: str, role: str) -> bool:
+    """Whether `image` is Kubeflow's initializer for `role`, at any tag or digest."""
+    return _repository(image) == _repository(INITIALIZER_IMAGES[role])
+
+
+def _repository(image: str) -> str:
+    image = image.partition("@")[0]
+    head, colon, tag = image.rpartition(":")
+    return head if colon and "/" not in tag else image
 
 
 def workspace_claim(name: str) -> str:

@@ -104,6 +104,26 @@ def issues(component, name, args):
     return {issue.field: issue.message for issue in error.issues}
 
 
+@pytest.mark.parametrize("initializer, field", [
+    ({"dataset_initializer": {"storage_uri": "ftp://host/x"}}, "dataset_initializer.storage_uri"),
+    ({"model_initializer": {"storage_uri": "cache://schema/table"}}, "model_initializer.storage_uri"),
+    ({"dataset_initializer": {"storage_uri": "gs://b/x",
+                              "image": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.2.0"}},
+     "dataset_initializer.storage_uri"),
+])
+def test_kubeflows_initializers_fetch_only_their_schemes(initializer, field):
+    assert "Unsupported" in issues(TorchTrainJob, "t", initializer)[field]
+
+
+@pytest.mark.parametrize("initializer", [
+    {"dataset_initializer": {"storage_uri": "cache://schema/table"}},
+    {"dataset_initializer": {"storage_uri": "S3://bucket/x"}, "model_initializer": {"storage_uri": "hf://org/m"}},
+    {"dataset_initializer": {"storage_uri": "gs://bucket/x", "image": "my/initializer:1"}},
+])
+def test_supported_schemes_and_initializers_of_ones_own_are_accepted(initializer):
+    run(lambda: TorchTrainJob("t", initializer))
+
+
 def test_a_value_the_runtime_set_is_named_in_the_runtime_and_one_the_job_set_in_the_job():
     runtime = TorchRuntime(name="rt", node={"image": "t:1", "service_account_name": "Bad_SA",
                                             "node_selector": {"pool": "a b"}})
