@@ -25,7 +25,7 @@ import pulumi
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import Issue, TrainJobError
+from .errors import Issue, TrainJobError, shown
 from .quantity import QuantityError, normalize_quantity, parse_quantity
 
 DEFAULT_SHM_SIZE = "1Gi"
@@ -244,8 +244,14 @@ class _PodFields(Model):
     @field_validator("env", mode="before")
     @classmethod
     def _env_list(cls, value: Any) -> Any:
+        """A mapping is the list of its entries; an entry is named by its variable (`env.NAME`) in errors."""
         if isinstance(value, dict):
             return [{"name": key, "value": val} for key, val in value.items()]
+        for entry in value if isinstance(value, list) else ():
+            if isinstance(entry, dict) and entry.get("value") is not None and (
+                    entry.get("valueFrom") is not None or entry.get("value_from") is not None):
+                raise MappingKeyError(str(entry.get("name")), f'env "{entry.get("name")}" has both value and '
+                                                              "valueFrom; Kubernetes takes one: remove one")
         return value
 
     @field_validator("shm_size", mode="before")
@@ -422,14 +428,20 @@ def _field_path(model: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel
     parts: list[str] = []
     owner: type[BaseModel] | None = model
     current: Any = model
+    keyed = False   # the last field is a mapping: the next location item is one of its keys
     for item in loc:
         if isinstance(item, int):
             parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
             continue
-        if _is_model(current) and item in current.model_fields:
+        if keyed:
+            parts.append(item)
+            keyed = False
+        elif _is_model(current) and item in current.model_fields:
             owner = current
             parts.append(item)
-            current = _inner_model(current.model_fields[item].annotation)
+            annotation = current.model_fields[item].annotation
+            current = _inner_model(annotation)
+            keyed = _is_mapping(annotation)
         elif _is_model(current) and item not in current.model_fields and item == loc[-1] and "[" not in item:
             owner = current
             parts.append(item)
@@ -438,6 +450,13 @@ def _field_path(model: type[BaseModel], loc: tuple) -> tuple[str, type[BaseModel
                 continue
             parts.append(item)
     return ".".join(parts), owner
+
+
+def _is_mapping(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is dict:
+        return True
+    return typing.get_origin(annotation) in (Union, types.UnionType) and any(
+        typing.get_origin(arg) is dict for arg in typing.get_args(annotation))
 
 
 def _is_model(obj: Any) -> bool:

@@ -16,11 +16,12 @@ from pulumi_kubernetes import _tables as k8s_tables
 from pulumi_kubernetes.batch.v1 import JobSpecArgs
 from pulumi_kubernetes.core.v1 import ContainerArgs, PodSpecArgs
 
-from .args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from . import apivalidation, argpaths
+from .apivalidation import is_extended_resource
+from .args import DEFAULT_SHM_SIZE, Initializer, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
 from .deferred import concat, digest, is_plain
-from .errors import IssueCollector
-from .naming import (MAX_DNS_LABEL, argument_value_problem, label_key_problem, rfc1035_label_problem,
-                     rfc1123_label_problem)
+from .errors import IssueCollector, shown
+from .naming import argument_value_problem, rfc1035_label_problem, rfc1123_label_problem
 from .outputs import JobOutputs
 from .quantity import ceil_value, parse_quantity
 
@@ -116,11 +117,6 @@ def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs)
     return overlay(runtime_template or PodTemplate(), args.template_overrides())
 
 
-def is_extended_resource(resource: str) -> bool:
-    """Device-plugin resources (GPUs, MIG slices, NICs): Kubernetes needs requests == limits."""
-    return "/" in resource and not resource.startswith("kubernetes.io/") and not resource.startswith("hugepages-")
-
-
 def is_gpu(resource: str) -> bool:
     """A GPU: any resource name containing "gpu", and NVIDIA MIG slices."""
     return "gpu" in resource.lower() or resource.startswith("nvidia.com/mig-")
@@ -155,33 +151,18 @@ def normalized_resources(resources: Resources | None) -> Resources | None:
 
 # --- checks ----------------------------------------------------------------------------------
 
-def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime,
-              hostnames: list[str]) -> None:
-    """The checks every family needs: names, metadata and the derived pod hostnames."""
+def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> None:
+    """The job's own rules on its name, namespace and labels; what the API server refuses in the objects
+    they make (hostnames, label syntax) is checked on the manifests (see `plan`)."""
     problem = rfc1035_label_problem(name)
     if problem:
         issues.add("name", f"{problem}. The job name becomes the Service name and the pods' DNS subdomain.")
-    elif hostnames:
-        longest = max(hostnames, key=len)
-        if len(longest) > MAX_DNS_LABEL:
-            issues.add("name", f'derived pod hostname "{longest}" is {len(longest)} characters; the limit is '
-                               f"{MAX_DNS_LABEL}. Shorten the job name by at least {len(longest) - MAX_DNS_LABEL} "
-                               f"characters (or use fewer nodes).")
     check_plain(issues, "namespace", args.namespace)
     for field_name, labels in (("labels", {**runtime.labels, **args.labels}),
                                ("pod_labels", args.pod_labels or {})):
-        for key, value in labels.items():
-            problem = label_key_problem(key) or (argument_value_problem("labels", value) if isinstance(value, str)
-                                                 else None)
-            if problem:
-                issues.add(f"{field_name}.{key}", problem)
+        for key in labels:
             if key in RESERVED_LABELS:
                 issues.add(f"{field_name}.{key}", f"{key} is set by the job to select its pods; remove it")
-    for field_name, annotations in (("annotations", args.annotations), ("pod_annotations", args.pod_annotations or {})):
-        for key in annotations:
-            problem = label_key_problem(key)
-            if problem:
-                issues.add(f"{field_name}.{key}", problem)
 
 
 def check_plain(issues: IssueCollector, field: str, value: Any, path: str | None = None) -> None:
@@ -194,25 +175,17 @@ def check_plain(issues: IssueCollector, field: str, value: Any, path: str | None
 
 
 def check_template(issues: IssueCollector, template: PodTemplate, role: str) -> None:
-    """A role's effective template can make a pod: an image, consistent extended resources."""
-    if template.image is None or template.image == "":
+    """A role's effective template can make a pod: it has an image."""
+    if not template.image:
         issues.add("image", f"no image for the {role} pods: set image, or give the runtime's {role} template one")
-    check_plain(issues, "image", template.image)
-    for field in ("service_account_name", "priority_class_name"):
-        check_plain(issues, field, getattr(template, field))
-    for i, secret in enumerate(template.image_pull_secrets or []):
-        check_plain(issues, "image_pull_secrets", secret, f"image_pull_secrets[{i}]")
-    if template.resources:
-        for name, limit in template.resources.limits.items():
-            request = template.resources.requests.get(name)
-            if is_extended_resource(name) and request is not None and parse_quantity(request) != parse_quantity(limit):
-                issues.add("resources_per_node", f'{name} request "{request}" differs from its limit "{limit}"; '
-                                                  "Kubernetes needs them equal for device resources")
 
 
-def check_reserved_env(issues: IssueCollector, template: PodTemplate, reserved: dict[str, str]) -> None:
-    """User env must not shadow derived variables; each reserved name maps to the field to use instead."""
-    clashes = sorted(e.name for e in template.env or () if e.name in reserved)
+def check_reserved_env(issues: IssueCollector, reserved: dict[str, str], *templates: PodTemplate) -> None:
+    """User env must not shadow derived variables; each reserved name maps to the field to use instead.
+
+    One issue for the job, listing every reserved name any of its templates sets, as Kubeflow reports it.
+    """
+    clashes = sorted({e.name for template in templates for e in template.env or () if e.name in reserved})
     if clashes:
         instead = "; ".join(f"{n} comes from {reserved[n]}" for n in clashes)
         issues.add("env", f"must not have reserved envs, invalid envs configured: [{', '.join(clashes)}]. {instead}")
@@ -444,14 +417,14 @@ def _is_kind(value: Any, kind: type) -> bool:
 
 
 def apply_overrides(job: dict[str, Any], args: TrainJobArgs) -> dict[str, Any]:
-    """A training Job with the job's override fields set (checked by check_overrides)."""
+    """A training Job with the job's override fields set; a refused field (see check_overrides) is left
+    out, so the objects' own checks do not report its consequences as well."""
     pod = job["spec"]["template"]["spec"]
-    if args.pod_spec_overrides:
-        pod.update(args.pod_spec_overrides)
-    if args.container_overrides:
-        pod["containers"][0].update(args.container_overrides)
-    if args.job_spec_overrides:
-        job["spec"].update(args.job_spec_overrides)
+    for field, target in (("pod_spec_overrides", pod), ("container_overrides", pod["containers"][0]),
+                          ("job_spec_overrides", job["spec"])):
+        kinds, taken = _OVERRIDES[field]
+        target.update({key: value for key, value in (getattr(args, field) or {}).items()
+                       if key in kinds and key not in taken})
     return job
 
 
@@ -468,6 +441,8 @@ RESERVED_ROLES = ("node", "launcher", "network", "mpi", "workspace", *INITIALIZE
 # Kubeflow Trainer's initializer images, used when neither the runtime nor the job gives one.
 INITIALIZER_IMAGES = {"dataset-initializer": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0",
                       "model-initializer": "ghcr.io/kubeflow/trainer/model-initializer:v2.3.0"}
+# The URI schemes Kubeflow's initializer images fetch (pkg/initializers/{dataset,model}/__main__.py).
+INITIALIZER_SCHEMES = {"dataset-initializer": ("hf", "cache", "s3"), "model-initializer": ("hf", "s3")}
 
 _WAIT_FOR_MARKERS = r"""
 deadline=$(( $(date +%s) + $1 )); shift
@@ -493,6 +468,7 @@ class InitializerSetup:
     mount: dict[str, Any] | None = None
     markers: tuple[str, ...] = ()
     timeout_seconds: int = 0
+    specs: tuple[tuple[str, str, Initializer], ...] = ()   # (role, argument, effective spec) per initializer
 
     def wait_container(self, template: PodTemplate) -> list[dict[str, Any]]:
         """Init container for training pods: waits (bounded) for every initializer's completion marker.
@@ -530,8 +506,16 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         if spec.storage_uri is None and spec.command is None:
             issues.add(f"{field_name}.storage_uri", "set the URI to download from (e.g. hf://org/name), "
                                                     "or a command for a custom initializer")
-        for field in ("storage_uri", "secret_name"):
-            check_plain(issues, field, getattr(spec, field), f"{field_name}.{field}")
+        elif isinstance(spec.storage_uri, str) and (problem := argument_value_problem("storage_uri", spec.storage_uri)):
+            issues.add(f"{field_name}.storage_uri", problem)
+        elif isinstance(spec.storage_uri, str) and _kubeflow_initializer(spec.image, role):
+            scheme = spec.storage_uri.partition("://")[0].lower()
+            if scheme not in INITIALIZER_SCHEMES[role]:
+                kind = role.split("-")[0]
+                issues.add(f"{field_name}.storage_uri",
+                           f"Unsupported {kind} storage URI scheme {shown(scheme)}: expected one of "
+                           f"{', '.join(INITIALIZER_SCHEMES[role])} (Kubeflow's {role} image); or give the "
+                           "initializer an image of your own that fetches it")
         configured[role] = spec
     if not configured:
         return InitializerSetup()
@@ -540,7 +524,7 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
     if args.workspace_volume is not None:
         volume = {"name": WORKSPACE_VOLUME, **args.workspace_volume}
     else:
-        claim = f"{name}-initializer"
+        claim = workspace_claim(name)
         pvc_spec: dict[str, Any] = {"accessModes": [args.workspace_access_mode],
                                     "resources": {"requests": {"storage": args.workspace_size}}}
         if args.workspace_storage_class is not None:
@@ -574,13 +558,29 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         manifests.append(job)
         markers.append(marker)
         job_names.append(job["metadata"]["name"])
+    specs = tuple((role, field_name, configured[role]) for role, field_name
+                  in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")) if role in configured)
     return InitializerSetup(tuple(manifests), tuple(job_names), volume, mount, tuple(markers),
-                            args.initializer_timeout_seconds)
+                            args.initializer_timeout_seconds, specs)
 
 
-def check_extra_roles(issues: IssueCollector, name: str, args: TrainJobArgs) -> list[str]:
-    """Role names are DNS labels that no training role uses; returns their longest hostnames."""
-    hostnames = []
+def _kubeflow_initializer(image: str, role: str) -> bool:
+    """Whether `image` is Kubeflow's initializer for `role`, at any tag or digest."""
+    return _repository(image) == _repository(INITIALIZER_IMAGES[role])
+
+
+def _repository(image: str) -> str:
+    image = image.partition("@")[0]
+    head, colon, tag = image.rpartition(":")
+    return head if colon and "/" not in tag else image
+
+
+def workspace_claim(name: str) -> str:
+    return f"{name}-initializer"
+
+
+def check_extra_roles(issues: IssueCollector, args: TrainJobArgs) -> None:
+    """Role names are DNS labels that no training role uses."""
     for role, spec in args.extra_roles.items():
         if role in RESERVED_ROLES:
             issues.add(f"extra_roles.{role}", f'"{role}" is a role the job itself uses; choose another name')
@@ -588,8 +588,6 @@ def check_extra_roles(issues: IssueCollector, name: str, args: TrainJobArgs) -> 
             issues.add(f"extra_roles.{role}", "role names must be DNS labels (lowercase letters, digits, '-')")
         if not spec.image:
             issues.add(f"extra_roles.{role}.image", "an extra role needs an image")
-        hostnames.append(pod_hostname(name, role, spec.num_pods - 1))
-    return hostnames
 
 
 def extra_role_jobs(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> list[dict[str, Any]]:
@@ -617,19 +615,20 @@ class TrainingRole:
 
 
 def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector,
-         roles: list[TrainingRole], outputs: JobOutputs, objects: list[dict[str, Any]] = ()) -> TrainJobPlan:
+         roles: list[TrainingRole], outputs: JobOutputs, objects: list[dict[str, Any]] = (),
+         object_arguments: dict[str, dict[tuple, str]] | None = None) -> TrainJobPlan:
     """A family's training roles plus what every job has: checks, Service, initializers, extra roles.
 
-    Raises TrainJobError with every problem (the family's and the common ones) before returning.
-    Training pods mount the initializers' workspace and wait for them; extra roles get nothing
-    from training.
+    Raises TrainJobError with every problem before returning: the family's, the common ones, and
+    what the API server would refuse in the manifests, named by the argument behind it.
+    `object_arguments` names the argument behind the content of the family's `objects`, per
+    object name and path prefix. Training pods mount the initializers' workspace and wait for
+    them; extra roles get nothing from training.
     """
-    hostnames = [pod_hostname(name, r.role, r.pods - 1) for r in roles if r.pods > 0]
-    hostnames += check_extra_roles(issues, name, args)
+    check_extra_roles(issues, args)
     setup = initializers(name, args, runtime, issues)
-    check_job(issues, name, args, runtime, hostnames)
+    check_job(issues, name, args, runtime)
     check_overrides(issues, args)
-    issues.raise_if_any(component, name)
 
     jobs = []
     for r in roles:
@@ -647,5 +646,37 @@ def plan(component: str, name: str, args: TrainJobArgs, runtime: TrainingRuntime
     ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
     manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
                  *extra_role_jobs(name, args, runtime))
+    reported = {issue.field for issue in issues.issues}
+    sources = _sources(name, args, runtime, roles, setup, object_arguments or {})
+    for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
+        if issue.field not in reported:   # an argument's own check says it better
+            issues.add(issue.field, issue.message)
+    issues.raise_if_any(component, name)
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
                         ordering=ordering)
+
+
+def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: list[TrainingRole],
+             setup: InitializerSetup, object_arguments: dict[str, dict[tuple, str]]) -> argpaths.Sources:
+    """Whose settings each object of the job carries, to name the argument behind a refused value."""
+    # A runtime holds each role's template under the role's name (TorchRuntime.node, MpiRuntime.launcher).
+    jobs = {job_name(name, r.role): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.role}.",
+                                                       getattr(runtime, r.role, None),
+                                                       renamed={"resources": "resources_per_node"})
+            for r in roles}
+    for role, field_name, spec in setup.specs:
+        jobs[job_name(name, role)] = argpaths.PodSource(
+            f"{field_name}.", getattr(args, field_name), spec, field_name, f"runtime.{field_name}.",
+            getattr(runtime, field_name), env_arguments={"STORAGE_URI": "storage_uri"}, template_in_init=True)
+    for role, spec in args.extra_roles.items():
+        jobs[job_name(name, role)] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec,
+                                                        f"extra_roles.{role}.num_pods",
+                                                        role_argument=f"extra_roles.{role}", role=role)
+    claim = {("spec", "resources", "requests", "storage"): "workspace_size",
+             ("spec", "storageClassName"): "workspace_storage_class", ("spec", "accessModes"): "workspace_access_mode"}
+    return argpaths.Sources(
+        args, runtime, jobs,
+        labels={"app.kubernetes.io/name": "runtime.name", "app.kubernetes.io/instance": "name", LABEL_JOB: "name"},
+        role_labels=("app.kubernetes.io/component", LABEL_ROLE),
+        objects={workspace_claim(name): claim, **object_arguments},
+        volumes={WORKSPACE_VOLUME: "workspace_volume"})

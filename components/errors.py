@@ -1,6 +1,18 @@
 """Validation errors raised before any resource registers."""
 
 from dataclasses import dataclass
+from typing import Any
+
+SHOWN_CHARACTERS = 64
+
+
+def shown(value: Any) -> str:
+    """A value quoted for a message: control characters escaped, long values cut, so an error never
+    carries terminal escapes, fake lines or megabytes of input."""
+    text = value if isinstance(value, str) else repr(value)
+    cut = text[:SHOWN_CHARACTERS]
+    quoted = '"' + "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut) + '"'
+    return quoted if len(text) <= SHOWN_CHARACTERS else f"{quoted[:-1]}...\" ({len(text)} characters)"
 
 from pulumi.errors import RunError
 

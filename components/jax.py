@@ -72,7 +72,7 @@ def derive_jax(name: str, args: JaxTrainJobArgs) -> core.TrainJobPlan:
     issues = IssueCollector()
     template = core.effective_template(args.runtime.node, args)
     core.check_template(issues, template, ROLE)
-    core.check_reserved_env(issues, template, RESERVED_ENV)
+    core.check_reserved_env(issues, RESERVED_ENV, template)
     derived = [
         {"name": "JAX_NUM_PROCESSES", "value": str(args.num_nodes)},
         {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},

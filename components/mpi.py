@@ -21,6 +21,7 @@ import pulumi
 from pydantic import Field, field_validator
 
 from . import core
+from .apivalidation import MAX_ENV_STRING
 from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .deferred import GeneratedSSHKey, concat
@@ -160,10 +161,6 @@ def ssh_args(mount_path: str, port: int) -> str:
 
 
 ENV_LIST = "OMPI_MCA_mca_base_env_list"
-# Linux's limit on one "NAME=value" string given to execve (MAX_ARG_STRLEN, with its NUL): a longer
-# variable makes the container fail to start with "argument list too long".
-MAX_ENV_STRING = 131072
-_REFERABLE_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _SHARED_REFS = ("secretKeyRef", "configMapKeyRef")
 
 
@@ -176,13 +173,12 @@ def forwarded_env(env: list[EnvVar] | None) -> list[str]:
     that has or may have one goes as `NAME=$(NAME)`, expanded by the kubelet. Left out: values with
     both `;` (the list's separator) and `=`; per-pod values (fieldRef, resourceFieldRef), which would
     give every rank the launcher's; optional references, which may be unset (OpenMPI 5's mpirun
-    then fails, 4's drops every later name); names a list or `$(NAME)` cannot carry.
+    then fails, 4's drops every later name). Env names are C-identifier-like (apivalidation refuses
+    others), so a list and `$(NAME)` carry every one.
     """
     entries: list[str] = []
     names: set[str] = set()
     for var in {var.name: var for var in env or ()}.values():   # a name given twice: the last value counts
-        if not _REFERABLE_NAME.fullmatch(var.name):
-            continue
         if var.value_from is not None:
             refs = [k for k in _SHARED_REFS if k in var.value_from]
             if len(var.value_from) != 1 or not refs or var.value_from[refs[0]].get("optional"):
@@ -397,8 +393,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
         core.check_template(issues, node, NODE)
     if not launcher.command:
         issues.add("command", "the launcher needs a command, e.g. [mpirun, python, train.py]")
-    for template in (launcher, node):
-        core.check_reserved_env(issues, template, RESERVED_ENV)
+    core.check_reserved_env(issues, RESERVED_ENV, launcher, node)
     as_root = _is_root(launcher, mount)
     if not as_root and not (launcher.security_context or {}).get("fsGroup"):
         issues.add("security_context", f"a non-root MPI job needs security_context.fsGroup so its user can read the "
@@ -486,6 +481,7 @@ def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob")
                                        extra_volumes=(key_volume, control_volume), dns_config=dns_config))
     return core.plan(
         component, name, args, runtime, issues, roles, objects=[secret, config_map],
+        object_arguments={config_map["metadata"]["name"]: {("data",): "num_nodes"}},
         outputs=MpiOutputs.model_construct(
             service_name=name, job_name=core.job_name(name, LAUNCHER), namespace=args.namespace,
             node_job_name=core.job_name(name, NODE) if node_pods else None, hosts=hosts, slots=slots,

@@ -195,7 +195,7 @@ def derive_torch(name: str, args: TorchTrainJobArgs, component: str = "TorchTrai
     issues = IssueCollector()
     template = core.effective_template(args.runtime.node, args)
     core.check_template(issues, template, ROLE)
-    core.check_reserved_env(issues, template, RESERVED_ENV)
+    core.check_reserved_env(issues, RESERVED_ENV, template)
     if not args.torchrun and args.num_proc_per_node not in ("auto", "1"):
         issues.add("num_proc_per_node", "with torchrun: false each pod runs one process; use 1 (or \"auto\")")
 

@@ -331,7 +331,7 @@ def derive_torchtune(name: str, args: TorchTuneTrainJobArgs) -> core.TrainJobPla
     issues = IssueCollector()
     template = core.effective_template(args.runtime.node, args)
     core.check_template(issues, template, ROLE)
-    core.check_reserved_env(issues, template, RESERVED_ENV)
+    core.check_reserved_env(issues, RESERVED_ENV, template)
 
     tune_args = list(template.args or [])
     gpus = core.gpu_count(template.resources)

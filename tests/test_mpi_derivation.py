@@ -105,15 +105,14 @@ def test_openmpi_forwards_the_job_env_and_path_to_every_rank():
 def test_forwarded_references_and_what_is_left_out():
     """Secret and ConfigMap keys are the same on every pod and may hold `=`: forwarded as
     `NAME=$(NAME)`. Left out: optional keys (maybe unset: OpenMPI 5's mpirun fails on a listed
-    name that is not set), per-pod values (every rank would get the launcher's), names that
-    neither the list nor `$(NAME)` can carry."""
+    name that is not set), per-pod values (every rank would get the launcher's)."""
     result = mpi({"env": [
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}},
         {"name": "SETTINGS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "settings"}}},
         {"name": "MAYBE", "valueFrom": {"secretKeyRef": {"name": "s", "key": "other", "optional": True}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "CPUS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
-        {"name": "a;b", "value": "1"}, {"name": "$(X)", "value": "1"}, {"name": "PLAIN", "value": ""}]})
+        {"name": "PLAIN", "value": ""}]})
     assert launcher_env_list(result) == "TOKEN=$(TOKEN);SETTINGS=$(SETTINGS);PLAIN;PATH"
     # The kubelet expands $(NAME) from the variables before it: the list comes after the job's env.
     names = [e["name"] for e in pod_spec(result, "pi-launcher-0")["containers"][0]["env"]]
@@ -154,7 +153,7 @@ def test_a_forwarded_list_over_the_linux_limit_is_rejected():
     with pytest.raises(TrainJobError, match=r"env: OMPI_MCA_mca_base_env_list \(the job's env forwarded to every "
                                             r"rank, values with `=` in full\) would be 131115 bytes, over the 131071"):
         mpi({"env": {"BIG": big}})
-    assert launcher_env_list(mpi({"env": {"BIG": "x" * 131_072}})) == "BIG;PATH"   # by name: short
+    assert launcher_env_list(mpi({"env": {"BIG": "x" * 131_000}})) == "BIG;PATH"   # by name: short
 
 
 def test_intel_and_mpich_launcher_env():
@@ -191,6 +190,18 @@ def test_reserved_mpi_env_is_rejected():
     assert ("env: must not have reserved envs, invalid envs configured: "
             "[OMPI_MCA_mca_base_env_list, OMPI_MCA_orte_default_hostfile, PRTE_MCA_plm_ssh_args]") in str(info.value)
     assert "OMPI_MCA_mca_base_env_list comes from the job's env (the names forwarded to every rank)" in str(info.value)
+    assert [issue.field for issue in info.value.issues] == ["env"]   # once for the job, as Kubeflow reports it
+
+
+def test_reserved_env_of_every_template_is_reported_once():
+    runtime = MpiRuntime(name="rt", launcher={"image": "m:1"},
+                         node={"image": "m:1", "command": ["/usr/sbin/sshd", "-De"], "env": {"I_MPI_PERHOST": "1"}})
+    with pytest.raises(TrainJobError) as info:
+        mpi({"runtime": runtime, "env": {"OMPI_MCA_plm_rsh_args": "x", "OMPI_MCA_orte_default_hostfile": "y"}})
+    assert [issue.field for issue in info.value.issues] == ["env"]
+    assert info.value.issues[0].message.startswith(
+        "must not have reserved envs, invalid envs configured: "
+        "[I_MPI_PERHOST, OMPI_MCA_orte_default_hostfile, OMPI_MCA_plm_rsh_args]. ")
 
 
 @pytest.mark.parametrize("missing", ["launcher", "node"])

@@ -173,7 +173,7 @@ def test_num_nodes_true_is_not_one(capsys, tmp_path):
 def test_env_with_value_and_value_from_is_rejected(capsys, tmp_path):
     err = render_jobs(capsys, tmp_path, "[{kind: TorchTrainJob, name: a, env: [{name: X, value: v, "
                                         "valueFrom: {fieldRef: {fieldPath: metadata.name}}}]}]")
-    assert "  - env[0]" in err
+    assert '  - env.X: env "X" has both value and valueFrom' in err
 
 
 def test_good_jobs_still_render(capsys, tmp_path):

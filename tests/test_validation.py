@@ -57,7 +57,7 @@ def test_name_must_be_rfc1035_label(name):
     ({"resources_per_node": {"requests": {"cpu": "two"}}}, "resources_per_node.requests.cpu",
      '"two" is not a Kubernetes quantity'),
     ({"resources_per_node": {"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 4}}},
-     "resources_per_node", "differs from its limit"),
+     "resources_per_node.requests.nvidia.com/gpu", 'must equal the nvidia.com/gpu limit "4"'),
     ({"shm_size": "lots"}, "shm_size", "not a Kubernetes quantity"),
     ({"namespace": "ML_Team"}, "namespace", "not a valid namespace name"),
     ({"labels": {"team": "a b"}}, "labels.team", "invalid"),

@@ -261,23 +261,46 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
         raised.append(exc)
     finally:
         settings.set_root_resource(None)
+    if raised:
+        _quiet_about(raised[0])
     error = _train_job_error(raised[0]) if raised else None
     return error, StackResult(project, stack, list(monitor.registered), outputs)
 
 
-def _train_job_error(error: Exception) -> Exception:
-    """The TrainJobError behind Pulumi's "While processing resource/input" wrappers, if there is one."""
-    from ..errors import TrainJobError
+def _quiet_about(error: BaseException) -> None:
+    """A failed program leaves registrations whose futures hold the error it returned; asyncio would
+    report each when it is collected, later, in another test's output. Those reports are dropped."""
+    error.trainjobs_returned = True
+    loop = asyncio.get_event_loop()
+    if getattr(loop.get_exception_handler(), "__name__", "") != "_ignore_returned_errors":
+        loop.set_exception_handler(_ignore_returned_errors)
+
+
+def _ignore_returned_errors(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    if not _returned(context.get("exception")):
+        loop.default_exception_handler(context)
+
+
+def _returned(error: BaseException | None) -> bool:
+    return any(getattr(link, "trainjobs_returned", False) for link in _chain(error))
+
+
+def _chain(error: BaseException | None) -> Iterator[BaseException]:
+    """The error and every error it was raised from or while handling."""
     seen, pending = set(), [error]
     while pending:
         current = pending.pop()
         if current is None or id(current) in seen:
             continue
-        if isinstance(current, TrainJobError):
-            return current
         seen.add(id(current))
+        yield current
         pending += [current.__cause__, current.__context__]
-    return error
+
+
+def _train_job_error(error: Exception) -> Exception:
+    """The TrainJobError behind Pulumi's "While processing resource/input" wrappers, if there is one."""
+    from ..errors import TrainJobError
+    return next((link for link in _chain(error) if isinstance(link, TrainJobError)), error)
 
 
 async def _collect_outputs(into: dict[str, Any]) -> None:
