@@ -127,13 +127,32 @@ def test_explain_marks_mpi_hosts_and_shows_hostfile_and_launcher_env(capsys):
     assert main(["explain", str(PROGRAM), "--stack", "hpc", "--job", "pi"]) == 0
     text = capsys.readouterr().out
     for i in range(3):
-        assert f"host: 'pi-node-0-{i}.pi slots=2' in /etc/mpi/hostfile of pod pi-launcher-0-0" in text
+        assert f"  host: pi-node-0-{i}.pi slots=2   <- /etc/mpi/hostfile in Job pi-launcher-0\n" in text
+    assert text.startswith("file ConfigMap pi-mpi-hostfile key hostfile, mounted at /etc/mpi/hostfile in Job pi-launcher-0:\n"
+                           "  | pi-node-0-0.pi slots=2\n  | pi-node-0-1.pi slots=2\n  | pi-node-0-2.pi slots=2\n\n")
     launcher = text[text.index("pod pi-launcher-0-0"):text.index("pod pi-node-0-0")]
     assert "host:" not in launcher   # the launcher is not an MPI host here
     assert "OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile" in launcher
     assert "PRTE_MCA_prte_default_hostfile=/etc/mpi/hostfile" in launcher
-    assert "file /etc/mpi/hostfile (mode 0444):\n    | pi-node-0-0.pi slots=2" in launcher
-    assert "file /root/.ssh/id_rsa (mode 0600):\n    | [secret]" in launcher
+    assert "  file /etc/mpi/hostfile (mode 0444) = ConfigMap pi-mpi-hostfile key hostfile, shown above\n" in launcher
+    assert "  file /root/.ssh/id_rsa (mode 0600) = Secret pi-mpi-ssh-auth key ssh-privatekey: [secret]\n" in launcher
+    assert "ds-finetune" not in text
+
+
+def test_explain_shows_each_shipped_file_and_script_once(capsys):
+    assert main(["explain", str(PROGRAM)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("  | STEPS = int(os.environ.get(\"TRAIN_STEPS\", \"20\"))\n") == 1
+    assert text.startswith("file ConfigMap mnist-ddp-code key train.py, mounted at /workspace/train.py in Job "
+                           "mnist-ddp-node-0:\n  | \"\"\"Data-parallel training")
+    assert text.count("  file /workspace/train.py (mode 0644) = ConfigMap mnist-ddp-code key train.py, shown above\n") == 2
+
+    assert main(["explain", str(PROGRAM), "--stack", "hpc"]) == 0
+    text = capsys.readouterr().out
+    assert text.count('echo "all MPI hosts reachable"') == 1
+    assert "script 1, run by init container wait-for-hosts in Jobs ds-finetune-launcher-0, pi-launcher-0:\n" in text
+    assert text.count("    run: /bin/sh -c <script 1> wait-for-hosts 300 ") == 2
+    assert text.count("    run: /bin/sh -c <script 3> mpi-node /usr/sbin/sshd -De") == 4   # 1 + 3 MPI workers
 
 
 def test_rerender_says_which_changes_restart_training(tmp_path, capsys):
@@ -172,3 +191,4 @@ def test_changes_only_touching_job_metadata_do_not_restart_training():
                "spec": {**job["spec"], "activeDeadlineSeconds": 20}}
     assert changes([job], [updated]) == [
         "~ Job j: updated in place (metadata.annotations.a, spec.activeDeadlineSeconds)"]
+
