@@ -3,6 +3,7 @@
 The program runs under mocks; every Kubernetes object it registers is written as one YAML
 document per file, named as pulumi-kubernetes' renderYamlToDirectory names them, with stable
 key order and secrets redacted, so re-running gives byte-identical files for review in a PR.
+YAML goes through libyaml when it is installed; the pure-Python dumper writes the same bytes.
 """
 
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.events import DocumentStartEvent, ScalarEvent
 
 from .podview import REDACTED, MountedFile, ObjectIndex, PodView, pod_view
 from .testing import StackResult
@@ -26,8 +28,13 @@ PODS_AT_EACH_END = 2
 _FIRST_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace")
 _KIND_ORDER = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "Job")
 
-class _Dumper(yaml.SafeDumper):
-    pass
+# --- YAML ------------------------------------------------------------------------------------------
+
+# Strings with a character libyaml only writes escaped (controls, C1, line and paragraph separators,
+# byte order mark, beyond the BMP) are written double-quoted by both dumpers.
+_NEEDS_ESCAPES = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+_ESCAPED_IN_DOUBLE_QUOTES = re.compile('[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]|["\\\\\x85\u2028\u2029\ufeff]')
+_LINE_BREAK = re.compile("[\r\n\x85\u2028\u2029]")
 
 
 def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
@@ -36,16 +43,79 @@ def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = "|" if "\n" in data else None
+    """Multi-line text as a literal block; text that needs escapes double-quoted, as both dumpers agree."""
+    style = '"' if _NEEDS_ESCAPES.search(data) else "|" if "\n" in data else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-_Dumper.add_representer(dict, _represent_dict)
-_Dumper.add_representer(str, _represent_str)
+class PythonDumper(yaml.SafeDumper):
+    """PyYAML's pure-Python dumper, made to write what libyaml writes where the two differ:
+    folding of long double-quoted strings, which keys stay simple, and the `...` that ends a
+    document whose last block scalar kept its trailing line breaks."""
+
+    _kept_breaks = False
+
+    def check_simple_key(self) -> bool:
+        if isinstance(self.event, ScalarEvent):  # one line of at most 128 bytes
+            return not _LINE_BREAK.search(self.event.value) and len(self.event.value.encode()) <= 128
+        return super().check_simple_key()
+
+    def determine_block_hints(self, text: str) -> str:
+        hints = super().determine_block_hints(text)
+        self._kept_breaks = hints.endswith("+")
+        return hints
+
+    def expect_document_start(self, first: bool = False) -> None:
+        if isinstance(self.event, DocumentStartEvent):
+            self._kept_breaks = False
+        elif self._kept_breaks:  # the stream ends right after a `|+` block scalar
+            self.open_ended = True
+        super().expect_document_start(first)
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """libyaml's way: the same escapes, and a fold at the first space past the width."""
+        self.write_indicator('"', True)
+        spaces = False
+        for i, ch in enumerate(text):
+            if _ESCAPED_IN_DOUBLE_QUOTES.match(ch):
+                if ch in self.ESCAPE_REPLACEMENTS:
+                    data = "\\" + self.ESCAPE_REPLACEMENTS[ch]
+                elif ch <= "\xff":
+                    data = f"\\x{ord(ch):02X}"
+                elif ch <= "\uffff":
+                    data = f"\\u{ord(ch):04X}"
+                else:
+                    data = f"\\U{ord(ch):08X}"
+                spaces = False
+            elif ch == " ":
+                # The fold stands for this space; a space right after it would be lost, so it is escaped.
+                if split and not spaces and self.column > self.best_width and 0 < i < len(text) - 1:
+                    self.write_indent()
+                    data = "\\" if text[i + 1] == " " else ""
+                else:
+                    data = " "
+                spaces = True
+            else:
+                data = ch
+                spaces = False
+            self.column += len(data)
+            self.stream.write(data)
+        self.write_indicator('"', False)
 
 
-def to_yaml(obj: Any) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, default_flow_style=False, width=120, allow_unicode=True)
+class _LibyamlDumper(yaml.CSafeDumper if yaml.__with_libyaml__ else PythonDumper):
+    """libyaml's dumper where it is installed."""
+
+
+for _dumper in (PythonDumper, _LibyamlDumper):
+    _dumper.add_representer(dict, _represent_dict)
+    _dumper.add_representer(str, _represent_str)
+DUMPER = _LibyamlDumper
+LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+
+def to_yaml(obj: Any, dumper: type = DUMPER) -> str:
+    return yaml.dump(obj, Dumper=dumper, default_flow_style=False, width=120, allow_unicode=True)
 
 
 def sort_key(obj: dict[str, Any]) -> tuple:
@@ -366,7 +436,7 @@ def read_rendered(out: Path) -> list[dict[str, Any]]:
     """The objects of a previous render in `out` (none if it holds none)."""
     if not (out / MARKER).exists():
         return []
-    return [yaml.safe_load(path.read_text()) for path in sorted(out.glob("*.yaml"))]
+    return [yaml.load(path.read_text(), Loader=LOADER) for path in sorted(out.glob("*.yaml"))]
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:

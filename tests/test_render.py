@@ -5,8 +5,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from components import render as rendering
 from components.cli import main
+from components.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -192,3 +195,28 @@ def test_changes_only_touching_job_metadata_do_not_restart_training():
     assert changes([job], [updated]) == [
         "~ Job j: updated in place (metadata.annotations.a, spec.activeDeadlineSeconds)"]
 
+
+libyaml = pytest.mark.skipif(not yaml.__with_libyaml__, reason="libyaml is not installed")
+
+
+@libyaml
+@pytest.mark.parametrize("stack", ["dev", "hpc"])
+def test_libyaml_and_pure_python_yaml_give_the_same_bytes_on_the_example_stacks(stack):
+    assert issubclass(rendering.DUMPER, yaml.CSafeDumper) and rendering.LOADER is yaml.CSafeLoader
+    for obj in rendering.kubernetes_objects(run_program(PROGRAM, stack=stack)):
+        text = rendering.to_yaml(obj)
+        assert rendering.to_yaml(obj, rendering.PythonDumper) == text
+        assert yaml.load(text, Loader=rendering.LOADER) == yaml.load(text, Loader=yaml.SafeLoader) == obj
+
+
+@libyaml
+@pytest.mark.parametrize("value", [
+    "\x85next line", "emoji \U0001F600", "a\u2028b", "\ufeffbom", "tab\tand\nnewline", "\x1b[31m",
+    "long " * 30 + "\nsecond",          # double-quoted (space before a break) and folded
+    "kept trailing breaks\n\n", "\n", "\r\n", "", "x" * 128, "x" * 129, "\u00e9" * 64, "\u00e9" * 65,
+])
+def test_pure_python_yaml_writes_what_libyaml_writes_where_they_differ_by_default(value):
+    obj = {"k": value, "list": [value, {"deep": [value]}], value: {value: value}, "zz": "after the rest"}
+    text = rendering.to_yaml(obj)
+    assert rendering.to_yaml(obj, rendering.PythonDumper) == text
+    assert yaml.load(text, Loader=yaml.SafeLoader) == obj
