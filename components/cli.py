@@ -74,14 +74,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     result = _run(args)
     objects = render.kubernetes_objects(result)
     jobs = [o["metadata"]["name"] for o in objects if o["kind"] == "Job"]
-    if args.job and args.job not in jobs:
-        trainjob_jobs = [j for j in jobs if j.startswith(f"{args.job}-")]
-        if not trainjob_jobs:
+    selected = None
+    if args.job:
+        selected = [args.job] if args.job in jobs else [j for j in jobs if j.startswith(f"{args.job}-")]
+        if not selected:
             print(f"error: no Job {args.job!r}; jobs: {', '.join(jobs)}", file=sys.stderr)
             return 2
-        print("\n".join(render.ranks_text(objects, job=j) for j in trainjob_jobs).rstrip())
-        return 0
-    print(render.ranks_text(objects, job=args.job).rstrip())
+    print(render.ranks_text(objects, jobs=selected).rstrip())
     return 0
 
 

@@ -6,10 +6,12 @@ alone. Used by `trainjobs explain` and by the local pod emulator; knows no train
 """
 
 import base64
+import binascii
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from .quantity import parse_quantity
 
@@ -41,6 +43,20 @@ class ContainerView:
     mounts: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class MountedFile:
+    """A file a ConfigMap or Secret volume puts in the pod, and the object key it comes from."""
+
+    path: str
+    mode: int
+    kind: str
+    name: str
+    namespace: str
+    key: str | None  # None: the whole object is missing
+    content: bytes | None  # None if redacted, or if the object or key is missing (the pod would not start)
+    redacted: bool = False  # a Secret's content, not shown
+
+
 @dataclass
 class PodView:
     job: str
@@ -52,7 +68,7 @@ class PodView:
     annotations: dict[str, str]
     containers: list[ContainerView]
     init_containers: list[ContainerView]
-    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # mount path -> (content, mode)
+    files: dict[str, MountedFile] = field(default_factory=dict)  # by mount path
 
     @property
     def dns_names(self) -> list[str]:
@@ -64,59 +80,75 @@ class PodView:
 
 
 class ObjectIndex:
-    """The rendered objects by kind and name, for resolving references between them."""
+    """The rendered objects by kind, namespace and name, for resolving references between them.
+
+    A ConfigMap's or Secret's values are decoded once and shared by every pod that refers to them.
+    """
 
     def __init__(self, objects: list[dict[str, Any]]):
         self.objects = objects
-        self._by_key = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+        self._by_name: dict[tuple[str, str], dict[str, Any]] = {}
+        self._by_namespace: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            self._by_name.setdefault((obj["kind"], name), obj)
+            self._by_namespace[(obj["kind"], obj["metadata"].get("namespace", "default"), name)] = obj
+        self._decoded: dict[tuple, Mapping[str, Any] | None] = {}
 
-    def get(self, kind: str, name: str) -> dict[str, Any] | None:
-        return self._by_key.get((kind, name))
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object of that kind and name in `namespace` (None: in any namespace)."""
+        if namespace is None:
+            return self._by_name.get((kind, name))
+        return self._by_namespace.get((kind, namespace, name))
 
     def jobs(self) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == "Job"]
 
-    def data(self, kind: str, name: str, reveal: bool) -> dict[str, str] | None:
-        """A ConfigMap's or Secret's data as text; Secret values redacted unless `reveal`."""
-        obj = self.get(kind, name)
-        if obj is None:
-            return None
-        result = dict(obj.get("data") or {})
-        if kind == "Secret":
-            result = {k: _b64decode(v) for k, v in result.items()}
-            result.update(obj.get("stringData") or {})
-            if not reveal:
-                result = {k: REDACTED for k in result}
-        return result
+    def data(self, kind: str, name: str, reveal: bool, namespace: str | None = None) -> Mapping[str, str] | None:
+        """A ConfigMap's `data` or a Secret's values as text, as env sees them; Secret values redacted
+        unless `reveal`."""
+        key = ("data", kind, name, reveal, namespace)
+        if key not in self._decoded:
+            obj = self.get(kind, name, namespace)
+            if obj is None:
+                self._decoded[key] = None
+            elif kind == "Secret":
+                values = self.raw_data(kind, name, namespace) or {}
+                # Bytes that are not UTF-8 survive as surrogates, so a process's env gets them back unchanged.
+                self._decoded[key] = MappingProxyType(
+                    {k: v.decode(errors="surrogateescape") if reveal else REDACTED for k, v in values.items()})
+            else:
+                self._decoded[key] = MappingProxyType(dict(obj.get("data") or {}))
+        return self._decoded[key]
 
-
-    def raw_data(self, kind: str, name: str) -> dict[str, bytes] | None:
+    def raw_data(self, kind: str, name: str, namespace: str | None = None) -> Mapping[str, bytes] | None:
         """A ConfigMap's or Secret's values as the bytes a volume file holds (secrets revealed).
 
         ConfigMap `data` and `binaryData` (base64), Secret `data` (base64) and `stringData`.
         """
-        obj = self.get(kind, name)
-        if obj is None:
-            return None
-        result: dict[str, bytes] = {}
-        if kind == "ConfigMap":
-            result.update({k: v.encode() for k, v in (obj.get("data") or {}).items()})
-            result.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
-        else:
-            result.update({k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()})
-            result.update({k: v.encode() for k, v in (obj.get("stringData") or {}).items()})
-        return result
+        key = ("raw", kind, name, namespace)
+        if key not in self._decoded:
+            obj = self.get(kind, name, namespace)
+            values: dict[str, bytes] | None = None
+            if obj is not None and kind == "ConfigMap":
+                values = {k: v.encode() for k, v in (obj.get("data") or {}).items()}
+                values.update({k: _b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+            elif obj is not None:  # a Secret's stringData overrides its data, as the API server merges them
+                values = {k: _b64decode(v) for k, v in (obj.get("data") or {}).items()}
+                values.update({k: v.encode() for k, v in (obj.get("stringData") or {}).items()})
+            self._decoded[key] = None if values is None else MappingProxyType(values)
+        return self._decoded[key]
 
 
 class MissingVolumeSource(LookupError):
     """A volume refers to a ConfigMap, Secret or key the rendering does not contain."""
 
 
-def _b64decode(value: str) -> str:
+def _b64decode(value: str) -> bytes:
     try:
-        return base64.b64decode(value).decode()
-    except Exception:
-        return value  # already redacted
+        return base64.b64decode(value)
+    except binascii.Error:
+        return value.encode()  # already redacted: "[secret]"
 
 
 def expand(value: str, env: dict[str, str]) -> str:
@@ -127,19 +159,6 @@ def expand(value: str, env: dict[str, str]) -> str:
         name = match.group(1)
         return env.get(name, match.group(0))
     return _VAR_REF.sub(sub, value)
-
-
-def pod_views(objects: list[dict[str, Any]], job: str | None = None, reveal: bool = False,
-              facts: PodFacts = PodFacts()) -> list[PodView]:
-    """One view per pod of every Job (or of the Job named `job`), in job then index order."""
-    index = ObjectIndex(objects)
-    views = []
-    for manifest in index.jobs():
-        if job is not None and manifest["metadata"]["name"] != job:
-            continue
-        for i in range(manifest["spec"].get("completions", 1)):
-            views.append(pod_view(manifest, i, index, reveal, facts))
-    return views
 
 
 def pod_view(job: dict[str, Any], completion_index: int, index: ObjectIndex, reveal: bool = False,
@@ -173,14 +192,14 @@ def pod_view(job: dict[str, Any], completion_index: int, index: ObjectIndex, rev
             args=[expand(a, env) for a in container.get("args", [])],
             env=env, env_sources=sources, mounts=list(container.get("volumeMounts", [])))
 
-    view_ = PodView(
+    containers = [view(c) for c in spec.get("containers", [])]
+    init_containers = [view(c) for c in spec.get("initContainers", [])]
+    return PodView(
         job=job_name, index=completion_index, hostname=hostname, subdomain=spec.get("subdomain"),
         namespace=namespace, labels=labels, annotations=annotations,
-        containers=[view(c) for c in spec.get("containers", [])],
-        init_containers=[view(c) for c in spec.get("initContainers", [])],
+        containers=containers, init_containers=init_containers,
+        files=mounted_files(spec, namespace, index, reveal, {c.name: c.env for c in init_containers + containers}),
     )
-    view_.files = mounted_files(spec, index, reveal)
-    return view_
 
 
 def resolve_env(container: dict[str, Any], pod: dict[str, Any], index: ObjectIndex, reveal: bool,
@@ -192,7 +211,7 @@ def resolve_env(container: dict[str, Any], pod: dict[str, Any], index: ObjectInd
         prefix = source.get("prefix", "")
         for kind, key in (("ConfigMap", "configMapRef"), ("Secret", "secretRef")):
             if key in source:
-                data = index.data(kind, source[key]["name"], reveal) or {}
+                data = index.data(kind, source[key]["name"], reveal, pod["namespace"]) or {}
                 for k, v in data.items():
                     env[prefix + k] = v
                     sources[prefix + k] = f"{kind} {source[key]['name']}"
@@ -231,7 +250,7 @@ def _value_from(ref: dict[str, Any], container: dict[str, Any], pod: dict[str, A
         return value, f"resourceFieldRef {resource}"
     for kind, key in (("ConfigMap", "configMapKeyRef"), ("Secret", "secretKeyRef")):
         if key in ref:
-            data = index.data(kind, ref[key]["name"], reveal) or {}
+            data = index.data(kind, ref[key]["name"], reveal, pod["namespace"]) or {}
             return data.get(ref[key]["key"], f"<missing {kind} {ref[key]['name']}>"), f"{kind} {ref[key]['name']}"
     return "<unresolved>", "valueFrom"
 
@@ -250,6 +269,14 @@ def volume_items(source: dict[str, Any], keys: list[str]) -> list[tuple[str, str
 _VOLUME_SOURCES = (("ConfigMap", "configMap", "name"), ("Secret", "secret", "secretName"))
 
 
+def _volume_source(volume: dict[str, Any]) -> tuple[str, dict[str, Any], str] | None:
+    """(kind, volume source, object name) of a ConfigMap or Secret volume; None for other kinds."""
+    for kind, key, name_key in _VOLUME_SOURCES:
+        if key in volume:
+            return kind, volume[key], volume[key][name_key]
+    return None
+
+
 def volume_files(volume: dict[str, Any], index: ObjectIndex) -> dict[str, tuple[bytes, int]] | None:
     """The files of a ConfigMap or Secret volume: relative path -> (content, mode), secrets revealed.
 
@@ -257,42 +284,66 @@ def volume_files(volume: dict[str, Any], index: ObjectIndex) -> dict[str, tuple[
     volume is `optional` (then the object gives no files, or the key is left out), as the
     kubelet would refuse to start the pod.
     """
-    for kind, key, name_key in _VOLUME_SOURCES:
-        if key not in volume:
-            continue
-        source = volume[key]
-        data = index.raw_data(kind, source[name_key])
-        optional = bool(source.get("optional"))
-        if data is None:
+    found = _volume_source(volume)
+    if found is None:
+        return None
+    kind, source, name = found
+    data = index.raw_data(kind, name)
+    optional = bool(source.get("optional"))
+    if data is None:
+        if optional:
+            return {}
+        raise MissingVolumeSource(f'volume "{volume["name"]}": {kind} "{name}" is not in the rendering')
+    files = {}
+    for item_key, path, mode in volume_items(source, list(data)):
+        if item_key not in data:
             if optional:
-                return {}
-            raise MissingVolumeSource(f'volume "{volume["name"]}": {kind} "{source[name_key]}" is not in the rendering')
-        files = {}
-        for item_key, path, mode in volume_items(source, list(data)):
-            if item_key not in data:
-                if optional:
-                    continue
-                raise MissingVolumeSource(f'volume "{volume["name"]}": {kind} "{source[name_key]}" has no key "{item_key}"')
-            files[path] = (data[item_key], mode)
-        return files
-    return None
-
-
-def mounted_files(spec: dict[str, Any], index: ObjectIndex, reveal: bool) -> dict[str, tuple[str, int]]:
-    """Files that ConfigMap and Secret volumes put in the pod, by absolute path, with their modes."""
-    volumes = {v["name"]: v for v in spec.get("volumes", [])}
-    files: dict[str, tuple[str, int]] = {}
-    for container in spec.get("containers", []):
-        for mount in container.get("volumeMounts", []):
-            volume = volumes.get(mount["name"], {})
-            for kind, key, name_key in _VOLUME_SOURCES:
-                if key not in volume:
-                    continue
-                source = volume[key]
-                data = index.data(kind, source[name_key], reveal) or {}
-                for item_key, item_path, mode in volume_items(source, list(data)):
-                    if mount.get("subPath") and item_path != mount["subPath"]:
-                        continue
-                    path = mount["mountPath"] if mount.get("subPath") else f"{mount['mountPath']}/{item_path}"
-                    files[path] = (data.get(item_key, ""), mode)
+                continue
+            raise MissingVolumeSource(f'volume "{volume["name"]}": {kind} "{name}" has no key "{item_key}"')
+        files[path] = (data[item_key], mode)
     return files
+
+
+def mounted_files(spec: dict[str, Any], namespace: str, index: ObjectIndex, reveal: bool,
+                  envs: dict[str, dict[str, str]]) -> dict[str, MountedFile]:
+    """Files that ConfigMap and Secret volumes put in the pod, by absolute path.
+
+    Every container's mounts count (init containers first; the first mount of a path wins).
+    `envs` holds each container's env, for `subPathExpr`. A missing object or key that is not
+    `optional` is listed with no content: the kubelet would not start the pod.
+    """
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    files: dict[str, MountedFile] = {}
+    for container in spec.get("initContainers", []) + spec.get("containers", []):
+        for mount in container.get("volumeMounts", []):
+            found = _volume_source(volumes.get(mount["name"], {}))
+            if found is None:
+                continue
+            kind, source, name = found
+            data = index.raw_data(kind, name, namespace)
+            optional = bool(source.get("optional"))
+            root = mount["mountPath"].rstrip("/")
+            sub = mount.get("subPath") or expand(mount.get("subPathExpr", ""), envs.get(container["name"], {}))
+            if data is None and not source.get("items"):
+                if not optional:
+                    files.setdefault(root, MountedFile(root, source.get("defaultMode", 0o644), kind, name,
+                                                       namespace, None, None))
+                continue
+            for item_key, item_path, mode in volume_items(source, list(data or {})):
+                path = _file_path(root, sub, item_path)
+                if path is None or (optional and (data is None or item_key not in data)):
+                    continue
+                hidden = kind == "Secret" and not reveal and data is not None and item_key in data
+                content = None if hidden or data is None else data.get(item_key)
+                files.setdefault(path, MountedFile(path, mode, kind, name, namespace, item_key, content, hidden))
+    return files
+
+
+def _file_path(root: str, sub_path: str, item_path: str) -> str | None:
+    """Where a volume item lands under a mount; with a subPath only that file or directory is mounted."""
+    if not sub_path:
+        return f"{root}/{item_path}"
+    if item_path == sub_path:
+        return root
+    prefix = sub_path.rstrip("/") + "/"
+    return f"{root}/{item_path[len(prefix):]}" if item_path.startswith(prefix) else None

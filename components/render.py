@@ -3,26 +3,38 @@
 The program runs under mocks; every Kubernetes object it registers is written as one YAML
 document per file, named as pulumi-kubernetes' renderYamlToDirectory names them, with stable
 key order and secrets redacted, so re-running gives byte-identical files for review in a PR.
+YAML goes through libyaml when it is installed; the pure-Python dumper writes the same bytes.
 """
 
-import shlex
+import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.events import DocumentStartEvent, ScalarEvent
 
-from .podview import pod_views
+from .podview import REDACTED, MountedFile, ObjectIndex, PodView, pod_view
 from .testing import StackResult
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
+# A Job with more pods than this is summarised in ranks.txt and `explain`: its first and last
+# PODS_AT_EACH_END pods are shown in full, the pods between once, as a template with `<index>`
+# where each has its completion index (the only place where their views differ).
+FULL_PODS_PER_JOB = 16
+PODS_AT_EACH_END = 2
 _FIRST_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace")
 _KIND_ORDER = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "Job")
 
+# --- YAML ------------------------------------------------------------------------------------------
 
-class _Dumper(yaml.SafeDumper):
-    pass
+# Strings with a character libyaml only writes escaped (controls, C1, line and paragraph separators,
+# byte order mark, beyond the BMP) are written double-quoted by both dumpers.
+_NEEDS_ESCAPES = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+_ESCAPED_IN_DOUBLE_QUOTES = re.compile('[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]|["\\\\\x85\u2028\u2029\ufeff]')
+_LINE_BREAK = re.compile("[\r\n\x85\u2028\u2029]")
 
 
 def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
@@ -31,16 +43,79 @@ def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = "|" if "\n" in data else None
+    """Multi-line text as a literal block; text that needs escapes double-quoted, as both dumpers agree."""
+    style = '"' if _NEEDS_ESCAPES.search(data) else "|" if "\n" in data else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 
-_Dumper.add_representer(dict, _represent_dict)
-_Dumper.add_representer(str, _represent_str)
+class PythonDumper(yaml.SafeDumper):
+    """PyYAML's pure-Python dumper, made to write what libyaml writes where the two differ:
+    folding of long double-quoted strings, which keys stay simple, and the `...` that ends a
+    document whose last block scalar kept its trailing line breaks."""
+
+    _kept_breaks = False
+
+    def check_simple_key(self) -> bool:
+        if isinstance(self.event, ScalarEvent):  # one line of at most 128 bytes
+            return not _LINE_BREAK.search(self.event.value) and len(self.event.value.encode()) <= 128
+        return super().check_simple_key()
+
+    def determine_block_hints(self, text: str) -> str:
+        hints = super().determine_block_hints(text)
+        self._kept_breaks = hints.endswith("+")
+        return hints
+
+    def expect_document_start(self, first: bool = False) -> None:
+        if isinstance(self.event, DocumentStartEvent):
+            self._kept_breaks = False
+        elif self._kept_breaks:  # the stream ends right after a `|+` block scalar
+            self.open_ended = True
+        super().expect_document_start(first)
+
+    def write_double_quoted(self, text: str, split: bool = True) -> None:
+        """libyaml's way: the same escapes, and a fold at the first space past the width."""
+        self.write_indicator('"', True)
+        spaces = False
+        for i, ch in enumerate(text):
+            if _ESCAPED_IN_DOUBLE_QUOTES.match(ch):
+                if ch in self.ESCAPE_REPLACEMENTS:
+                    data = "\\" + self.ESCAPE_REPLACEMENTS[ch]
+                elif ch <= "\xff":
+                    data = f"\\x{ord(ch):02X}"
+                elif ch <= "\uffff":
+                    data = f"\\u{ord(ch):04X}"
+                else:
+                    data = f"\\U{ord(ch):08X}"
+                spaces = False
+            elif ch == " ":
+                # The fold stands for this space; a space right after it would be lost, so it is escaped.
+                if split and not spaces and self.column > self.best_width and 0 < i < len(text) - 1:
+                    self.write_indent()
+                    data = "\\" if text[i + 1] == " " else ""
+                else:
+                    data = " "
+                spaces = True
+            else:
+                data = ch
+                spaces = False
+            self.column += len(data)
+            self.stream.write(data)
+        self.write_indicator('"', False)
 
 
-def to_yaml(obj: Any) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, default_flow_style=False, width=120, allow_unicode=True)
+class _LibyamlDumper(yaml.CSafeDumper if yaml.__with_libyaml__ else PythonDumper):
+    """libyaml's dumper where it is installed."""
+
+
+for _dumper in (PythonDumper, _LibyamlDumper):
+    _dumper.add_representer(dict, _represent_dict)
+    _dumper.add_representer(str, _represent_str)
+DUMPER = _LibyamlDumper
+LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+
+def to_yaml(obj: Any, dumper: type = DUMPER) -> str:
+    return yaml.dump(obj, Dumper=dumper, default_flow_style=False, width=120, allow_unicode=True)
 
 
 def sort_key(obj: dict[str, Any]) -> tuple:
@@ -106,41 +181,243 @@ def tree(result: StackResult) -> str:
     return "\n".join(lines)
 
 
-def ranks_text(objects: list[dict[str, Any]], job: str | None = None) -> str:
-    """Per pod: DNS names, the env it really sees and its mounted config files (secrets redacted)."""
-    out: list[str] = []
-    every_pod = pod_views(objects)
-    for pod in (p for p in every_pod if job is None or p.job == job):
-        out.append(f"pod {pod.hostname}  (Job {pod.job}, index {pod.index})")
-        if pod.dns_names:
-            out.append(f"  dns: {'  '.join(pod.dns_names)}")
-        for listing in _host_listings(pod, every_pod):
-            out.append(f"  host: {listing}")
-        for kind, containers in (("init container", pod.init_containers), ("container", pod.containers)):
-            for c in containers:
-                out.append(f"  {kind} {c.name}: {c.image}")
-                if c.command or c.args:
-                    out.append("    run: " + shlex.join(c.command + c.args).replace("\n", "\n         "))
-                for name, value in c.env.items():
-                    source = f"   <- {c.env_sources[name]}" if name in c.env_sources else ""
-                    out.append(f"    {name}={value}{source}")
-        for path, (content, mode) in sorted(pod.files.items()):
-            out.append(f"  file {path} (mode {mode:04o}):")
-            out.extend(f"    | {line}" for line in content.splitlines())
-        out.append("")
-    return "\n".join(out)
+# --- per-pod views --------------------------------------------------------------------------------
+
+def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> str:
+    """Per pod (of every Job, or of `jobs`): DNS names, the env it really sees, its mounted files.
+
+    Each file and multi-line script is shown once, above the pods that refer to it; secrets are
+    redacted; text that could fake a line or hide itself is escaped (see `shown`). Each Job is
+    resolved as two pods, index 0 and index 1: where their text differs is where every pod has its
+    index, so any pod's view follows from them and the work grows with Jobs, not pods.
+    """
+    index = ObjectIndex(objects)
+    templates = {m["metadata"]["name"]: (m, pod_view(m, 0, index), pod_view(m, 1, index)) for m in index.jobs()}
+    sites = _file_sites(v0 for _, v0, _ in templates.values())
+    hosts = _HostIndex(sites)
+    scripts = _Scripts()
+    files: dict[tuple, None] = {}
+    pods: list[str] = []
+    for name, (manifest, v0, v1) in templates.items():
+        if jobs is None or name in jobs:
+            files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
+            pods += _job_lines(int(manifest["spec"].get("completions", 1)), v0, v1, hosts, scripts)
+    shared = []
+    for key in files:
+        file, where = sites[key]
+        shared.append(f"file {_source(file)}, mounted at {_where(where)}:")
+        shared += _content_lines(file.content) + [""]
+    return "\n".join(shared + scripts.lines() + pods)
 
 
-def _host_listings(pod, every_pod) -> list[str]:
-    """Where another pod's mounted files (an MPI hostfile, say) list this pod by its DNS name."""
-    listings = []
-    for other in every_pod:
-        for path, (content, _) in sorted(other.files.items()):
-            for line in content.splitlines():
-                host = line.split()[0].split(":")[0] if line.strip() else ""
-                if host in pod.dns_names:
-                    listings.append(f"{line.strip()!r} in {path} of pod {other.hostname}")
-    return listings
+def shown(text: str) -> str:
+    """`text` as it is, or as bash's `$'...'` with escapes when it holds what a terminal would act
+    on or a reader could not see: control characters (C0, DEL, C1), line separators, bidi and other
+    format characters (all that `str.isprintable` rejects). So a value cannot fake a line or hide."""
+    if text.isprintable() and not text.startswith("$'"):
+        return text
+    return _ansi_c(text)
+
+
+_C_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\x1b": "\\e"}
+_SHELL_SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+
+
+def _ansi_c(text: str) -> str:
+    def escaped(ch: str) -> str:
+        if ch in _C_ESCAPES:
+            return _C_ESCAPES[ch]
+        if ch.isprintable():
+            return ch
+        code = ord(ch)
+        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return "$'" + "".join(map(escaped, text)) + "'"
+
+
+def _shell_word(word: str) -> str:
+    """A command-line word as a shell reads it: bare, single-quoted, or `$'...'` if it needs escapes."""
+    if not word.isprintable():
+        return _ansi_c(word)
+    if _SHELL_SAFE.fullmatch(word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def _template(at_0: list[str], at_1: list[str]) -> list[tuple[str, ...]]:
+    """Lines split where the completion index goes, from the same lines for index 0 and index 1."""
+    lines = []
+    for a, b in zip(at_0, at_1, strict=True):
+        parts, start = [], 0
+        if a != b:
+            for pos, (x, y) in enumerate(zip(a, b, strict=True)):
+                if x != y:
+                    assert (x, y) == ("0", "1"), f"not only the index differs between {a!r} and {b!r}"
+                    parts.append(a[start:pos])
+                    start = pos + 1
+        parts.append(a[start:])
+        lines.append(tuple(parts))
+    return lines
+
+
+def _fill(template: list[tuple[str, ...]], index: str) -> list[str]:
+    return [index.join(parts) for parts in template]
+
+
+def _job_lines(completions: int, v0: PodView, v1: PodView, hosts: "_HostIndex", scripts: "_Scripts") -> list[str]:
+    """The views of a Job's pods, from its pods at index 0 and 1; a big Job's middle pods as one template."""
+    names_0, names_1 = scripts.name(v0, v1)
+    (head_0, body_0), (head_1, body_1) = _pod_lines(v0, names_0), _pod_lines(v1, names_1)
+    head, body, dns = _template(head_0, head_1), _template(body_0, body_1), _template(v0.dns_names, v1.dns_names)
+
+    def pod(i: int) -> list[str]:
+        return _fill(head, str(i)) + hosts.lines(_fill(dns, str(i))) + _fill(body, str(i)) + [""]
+
+    if completions <= FULL_PODS_PER_JOB:
+        return [line for i in range(completions) for line in pod(i)]
+    middle = range(PODS_AT_EACH_END, completions - PODS_AT_EACH_END)
+    shapes = [hosts.shape(_fill(dns, str(i))) for i in middle] if hosts else [()] * len(middle)
+    usual = Counter(shapes).most_common(1)[0][0]
+    odd = [i for i, shape in zip(middle, shapes) if shape != usual]
+    note = f"; {len(odd)} listed differently in files are shown in full after it" if odd else ""
+    lines = [line for i in range(PODS_AT_EACH_END) for line in pod(i)]
+    lines.append(f"pods {middle[0]} to {middle[-1]} of Job {shown(v0.job)} ({len(middle)} pods): each is this pod "
+                 f"with <index> its completion index{note}")
+    lines += _fill(head, "<index>") + hosts.lines(_fill(dns, "<index>"), usual) + _fill(body, "<index>") + [""]
+    lines += [line for i in odd for line in pod(i)]
+    lines += [line for i in range(middle[-1] + 1, completions) for line in pod(i)]
+    return lines
+
+
+def _pod_lines(pod: PodView, scripts: dict[str, str]) -> tuple[list[str], list[str]]:
+    """A pod's view: the lines above its host listings (name, DNS names) and the lines below them."""
+    head = [f"pod {shown(pod.hostname)}  (Job {shown(pod.job)}, index {pod.index})"]
+    if pod.dns_names:
+        head.append("  dns: " + "  ".join(map(shown, pod.dns_names)))
+    body = []
+    for kind, containers in (("init container", pod.init_containers), ("container", pod.containers)):
+        for c in containers:
+            body.append(f"  {kind} {shown(c.name)}: {shown(str(c.image))}")
+            if c.command or c.args:
+                body.append("    run: " + " ".join(scripts.get(w) or _shell_word(w) for w in c.command + c.args))
+            for name, value in c.env.items():
+                source = f"   <- {shown(c.env_sources[name])}" if name in c.env_sources else ""
+                body.append(f"    {shown(name)}={shown(value)}{source}")
+    for path, file in pod.files.items():
+        body.append(f"  file {shown(path)} (mode {_octal(file.mode)}) = {_reference(file)}")
+    return head, body
+
+
+def _octal(mode: Any) -> str:
+    return f"{mode:04o}" if isinstance(mode, int) else shown(str(mode))
+
+
+def _source_key(file: MountedFile) -> tuple:
+    return (file.kind, file.namespace, file.name, file.key)
+
+
+def _source(file: MountedFile) -> str:
+    namespace = f" in namespace {shown(file.namespace)}" if file.namespace != "default" else ""
+    key = f" key {shown(file.key)}" if file.key is not None else ""
+    return f"{file.kind} {shown(file.name)}{key}{namespace}"
+
+
+def _reference(file: MountedFile) -> str:
+    if file.redacted:
+        return f"{_source(file)}: {REDACTED}"
+    if file.content is None:
+        return f"{_source(file)}: not in the rendering, so the pod would not start"
+    return f"{_source(file)}, shown above"
+
+
+def _content_lines(content: bytes) -> list[str]:
+    try:
+        text = content.decode()
+    except UnicodeDecodeError:
+        return [f"  ({len(content)} bytes of binary data, not shown)"]
+    if not text:
+        return ["  (empty)"]
+    return [f"  | {shown(line)}" for line in text.removesuffix("\n").split("\n")]
+
+
+_Sites = dict[tuple, tuple[MountedFile, dict[str, list[str]]]]
+
+
+def _file_sites(pods: Any) -> _Sites:
+    """Each file source with content (ConfigMap or Secret key) and where it is mounted: path -> Jobs.
+
+    `pods` holds one pod per Job: a Job's pods all mount the same files."""
+    sites: _Sites = {}
+    for pod in pods:
+        for file in pod.files.values():
+            if file.content is not None:
+                sites.setdefault(_source_key(file), (file, {}))[1].setdefault(file.path, []).append(pod.job)
+    return sites
+
+
+def _where(paths: dict[str, list[str]]) -> str:
+    return "; ".join(f"{shown(path)} in Job{'s' if len(jobs) > 1 else ''} {', '.join(map(shown, jobs))}"
+                     for path, jobs in paths.items())
+
+
+class _HostIndex:
+    """Where mounted files (an MPI hostfile, say) list a pod by one of its DNS names, by name."""
+
+    def __init__(self, sites: _Sites):
+        self.listings: dict[str, list[tuple[str, str]]] = {}
+        for file, paths in sites.values():
+            try:
+                text = file.content.decode()
+            except UnicodeDecodeError:
+                continue
+            where = _where(paths)
+            for line in text.split("\n"):
+                words = line.split()
+                if words:  # `host slots=N` (Open MPI) or `host:N` (MPICH, Intel MPI)
+                    self.listings.setdefault(words[0].split(":")[0], []).append((line.strip(), where))
+
+    def __bool__(self) -> bool:
+        return bool(self.listings)
+
+    def shape(self, names: list[str]) -> tuple[tuple[int, str, str], ...]:
+        """A pod's listings with its own name left out: (which of its names, rest of the line, where)."""
+        return tuple((form, line[len(name):], where) for form, name in enumerate(names)
+                     for line, where in self.listings.get(name, ()))
+
+    def lines(self, names: list[str], shape: tuple[tuple[int, str, str], ...] | None = None) -> list[str]:
+        shape = self.shape(names) if shape is None else shape
+        return [f"  host: {shown(names[form] + rest)}   <- {where}" for form, rest, where in shape]
+
+
+class _Scripts:
+    """Multi-line command-line words (`sh -c` scripts), each shown once and named `<script N>`."""
+
+    def __init__(self):
+        # (text at index 0, at index 1) -> (number, "<kind> <container>" -> Jobs)
+        self.seen: dict[tuple[str, str], tuple[int, dict[str, dict[str, None]]]] = {}
+
+    def name(self, v0: PodView, v1: PodView) -> tuple[dict[str, str], dict[str, str]]:
+        """Name the scripts of a Job's pods at index 0 and 1 (a script may hold the index)."""
+        names_0, names_1 = {}, {}
+        for kind, containers in (("init container", zip(v0.init_containers, v1.init_containers)),
+                                 ("container", zip(v0.containers, v1.containers))):
+            for c0, c1 in containers:
+                for w0, w1 in zip(c0.command + c0.args, c1.command + c1.args):
+                    if "\n" in w0:
+                        number, users = self.seen.setdefault((w0, w1), (len(self.seen) + 1, {}))
+                        users.setdefault(f"{kind} {shown(c0.name)}", {})[shown(v0.job)] = None
+                        names_0[w0] = names_1[w1] = f"<script {number}>"
+        return names_0, names_1
+
+    def lines(self) -> list[str]:
+        lines = []
+        for (w0, w1), (number, users) in self.seen.items():
+            run_by = "; ".join(f"{user} in Job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
+                               for user, jobs in users.items())
+            held = ", with <index> the pod's completion index" if w0 != w1 else ""
+            lines.append(f"script {number}, run by {run_by}{held}:")
+            at_0, at_1 = ([f"  | {shown(line)}" for line in word.split("\n")] for word in (w0, w1))
+            lines += _fill(_template(at_0, at_1), "<index>") + [""]
+        return lines
 
 
 # --- what a re-render changes ---------------------------------------------------------------------
@@ -159,7 +436,7 @@ def read_rendered(out: Path) -> list[dict[str, Any]]:
     """The objects of a previous render in `out` (none if it holds none)."""
     if not (out / MARKER).exists():
         return []
-    return [yaml.safe_load(path.read_text()) for path in sorted(out.glob("*.yaml"))]
+    return [yaml.load(path.read_text(), Loader=LOADER) for path in sorted(out.glob("*.yaml"))]
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:

@@ -5,9 +5,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from components import render as rendering
 from components.cli import main
 from components.render import kubernetes_objects, ranks_text, to_yaml
+from components.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -56,7 +59,6 @@ def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monk
 
 
 def test_real_keys_of_an_update_never_appear_in_views_or_redacted_objects():
-    from components.testing import run_program
     result = run_program(PROGRAM, stack="hpc")   # an update, as run-local runs it: real keys
     keys = [r.inputs for r in result.find(type="tls:index/privateKey:PrivateKey")]
     secrets = [r.manifest["stringData"]["ssh-privatekey"] for r in result.find(kind="Secret")]
@@ -138,13 +140,32 @@ def test_explain_marks_mpi_hosts_and_shows_hostfile_and_launcher_env(capsys):
     assert main(["explain", str(PROGRAM), "--stack", "hpc", "--job", "pi"]) == 0
     text = capsys.readouterr().out
     for i in range(3):
-        assert f"host: 'pi-node-0-{i}.pi slots=2' in /etc/mpi/hostfile of pod pi-launcher-0-0" in text
+        assert f"  host: pi-node-0-{i}.pi slots=2   <- /etc/mpi/hostfile in Job pi-launcher-0\n" in text
+    assert text.startswith("file ConfigMap pi-mpi-hostfile key hostfile, mounted at /etc/mpi/hostfile in Job pi-launcher-0:\n"
+                           "  | pi-node-0-0.pi slots=2\n  | pi-node-0-1.pi slots=2\n  | pi-node-0-2.pi slots=2\n\n")
     launcher = text[text.index("pod pi-launcher-0-0"):text.index("pod pi-node-0-0")]
     assert "host:" not in launcher   # the launcher is not an MPI host here
     assert "OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile" in launcher
     assert "PRTE_MCA_prte_default_hostfile=/etc/mpi/hostfile" in launcher
-    assert "file /etc/mpi/hostfile (mode 0444):\n    | pi-node-0-0.pi slots=2" in launcher
-    assert "file /root/.ssh/id_rsa (mode 0600):\n    | [secret]" in launcher
+    assert "  file /etc/mpi/hostfile (mode 0444) = ConfigMap pi-mpi-hostfile key hostfile, shown above\n" in launcher
+    assert "  file /root/.ssh/id_rsa (mode 0600) = Secret pi-mpi-ssh-auth key ssh-privatekey: [secret]\n" in launcher
+    assert "ds-finetune" not in text
+
+
+def test_explain_shows_each_shipped_file_and_script_once(capsys):
+    assert main(["explain", str(PROGRAM)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("  | STEPS = int(os.environ.get(\"TRAIN_STEPS\", \"20\"))\n") == 1
+    assert text.startswith("file ConfigMap mnist-ddp-code key train.py, mounted at /workspace/train.py in Job "
+                           "mnist-ddp-node-0:\n  | \"\"\"Data-parallel training")
+    assert text.count("  file /workspace/train.py (mode 0644) = ConfigMap mnist-ddp-code key train.py, shown above\n") == 2
+
+    assert main(["explain", str(PROGRAM), "--stack", "hpc"]) == 0
+    text = capsys.readouterr().out
+    assert text.count('echo "all MPI hosts reachable"') == 1
+    assert "script 1, run by init container wait-for-hosts in Jobs ds-finetune-launcher-0, pi-launcher-0:\n" in text
+    assert text.count("    run: /bin/sh -c <script 1> wait-for-hosts 300 ") == 2
+    assert text.count("    run: /bin/sh -c <script 3> mpi-node /usr/sbin/sshd -De") == 4   # 1 + 3 MPI workers
 
 
 def test_rerender_says_which_changes_restart_training(tmp_path, capsys):
@@ -183,3 +204,29 @@ def test_changes_only_touching_job_metadata_do_not_restart_training():
                "spec": {**job["spec"], "activeDeadlineSeconds": 20}}
     assert changes([job], [updated]) == [
         "~ Job j: updated in place (metadata.annotations.a, spec.activeDeadlineSeconds)"]
+
+
+libyaml = pytest.mark.skipif(not yaml.__with_libyaml__, reason="libyaml is not installed")
+
+
+@libyaml
+@pytest.mark.parametrize("stack", ["dev", "hpc"])
+def test_libyaml_and_pure_python_yaml_give_the_same_bytes_on_the_example_stacks(stack):
+    assert issubclass(rendering.DUMPER, yaml.CSafeDumper) and rendering.LOADER is yaml.CSafeLoader
+    for obj in rendering.kubernetes_objects(run_program(PROGRAM, stack=stack)):
+        text = rendering.to_yaml(obj)
+        assert rendering.to_yaml(obj, rendering.PythonDumper) == text
+        assert yaml.load(text, Loader=rendering.LOADER) == yaml.load(text, Loader=yaml.SafeLoader) == obj
+
+
+@libyaml
+@pytest.mark.parametrize("value", [
+    "\x85next line", "emoji \U0001F600", "a\u2028b", "\ufeffbom", "tab\tand\nnewline", "\x1b[31m",
+    "long " * 30 + "\nsecond",          # double-quoted (space before a break) and folded
+    "kept trailing breaks\n\n", "\n", "\r\n", "", "x" * 128, "x" * 129, "\u00e9" * 64, "\u00e9" * 65,
+])
+def test_pure_python_yaml_writes_what_libyaml_writes_where_they_differ_by_default(value):
+    obj = {"k": value, "list": [value, {"deep": [value]}], value: {value: value}, "zz": "after the rest"}
+    text = rendering.to_yaml(obj)
+    assert rendering.to_yaml(obj, rendering.PythonDumper) == text
+    assert yaml.load(text, Loader=yaml.SafeLoader) == obj
