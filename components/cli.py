@@ -1,6 +1,7 @@
 """`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"error: --out {out}: cannot write there: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(render.tree(result))
-    print(f"\nwrote {len(paths) - 1} objects and {render.RANKS_FILE} to {out}/")
+    print(f"\nwrote {len(paths) - 2} objects, {render.RANKS_FILE} and {render.TREE_FILE} to {out}/")
     if before:
         changed = render.changes(before, render.kubernetes_objects(result))
         print(f"\nchanges since the previous render in {out}/:")
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         # pulumi.RunError (ConfigMissingError, ConfigTypeError, ...) is how a program stops with a message.
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # the reader stopped early (`explain ... | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from .testing import StackResult
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
+TREE_FILE = "tree.txt"
 # A Job with more pods than this is summarised in ranks.txt and `explain`: its first and last
 # PODS_AT_EACH_END pods are shown in full, the pods between once, as a template with `<index>`
 # where each has its completion index (the only place where their views differ).
@@ -141,6 +142,7 @@ def write(result: StackResult, out: Path) -> list[Path]:
     objects = kubernetes_objects(result)
     documents = {file_name(obj): to_yaml(obj) for obj in objects}
     documents[RANKS_FILE] = ranks_text(objects)
+    documents[TREE_FILE] = tree(result) + "\n"
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise FileExistsError(f"{out} is not empty and was not written by `trainjobs render`; "
                               "choose another --out directory")
@@ -157,25 +159,40 @@ def write(result: StackResult, out: Path) -> list[Path]:
 
 
 def tree(result: StackResult) -> str:
-    """The components and the objects under them, as an indented tree."""
+    """The components and the objects under them, as an indented tree; each object also names what
+    outside its own component it is created after (its dependencies)."""
     lines = [f"Stack {result.project}-{result.stack}"]
-    roots = sorted((r for r in result.resources if r.parent_urn is None), key=lambda r: (r.type, r.name))
+    by_urn = {r.urn: r for r in result.resources}
+    children: dict[str | None, list] = {}
+    for resource in result.resources:
+        children.setdefault(resource.parent_urn, []).append(resource)
 
-    def walk(resource, prefix: str, last: bool) -> None:
-        branch = "└─ " if last else "├─ "
+    def label(resource) -> str:
         if resource.is_kubernetes:
             obj = resource.manifest
-            detail = ""
-            if obj["kind"] == "Job":
-                detail = f"  ({obj['spec'].get('completions', 1)} pods)"
-            label = f"{obj['kind']} {obj['metadata']['name']}{detail}"
-        else:
-            label = f"{resource.type.rsplit(':', 1)[-1]} {resource.name}"
-        lines.append(prefix + branch + label)
-        children = sorted(result.children(resource), key=lambda r: (sort_key(r.manifest) if r.is_kubernetes else ("~", r.name)))
-        for i, child in enumerate(children):
-            walk(child, prefix + ("   " if last else "│  "), i == len(children) - 1)
+            return f"{obj['kind']} {obj['metadata']['name']}"
+        return f"{resource.type.rsplit(':', 1)[-1]} {resource.name}"
 
+    def after(resource) -> str:
+        own = resource.parent_urn   # a component's objects are ordered among themselves by the component
+        outside = [by_urn[urn] for urn in resource.dependencies if urn in by_urn and urn != own
+                   and (own is None or by_urn[urn].parent_urn != own)]
+        names = sorted({label(dependency) for dependency in outside})
+        return f"  after {', '.join(names)}" if names else ""
+
+    def order(resource) -> tuple:
+        return sort_key(resource.manifest) if resource.is_kubernetes else ("~", resource.name)
+
+    def walk(resource, prefix: str, last: bool) -> None:
+        detail = ""
+        if resource.is_kubernetes and resource.kind == "Job":
+            detail = f"  ({resource.manifest['spec'].get('completions', 1)} pods)"
+        lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
+        kids = sorted(children.get(resource.urn, []), key=order)
+        for i, child in enumerate(kids):
+            walk(child, prefix + ("   " if last else "│  "), i == len(kids) - 1)
+
+    roots = sorted(children.get(None, []), key=lambda r: (r.type, r.name))
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
     return "\n".join(lines)

@@ -31,6 +31,10 @@ def test_the_platform_render_matches_its_golden_files(tmp_path, capsys):
     assert "v1:Jw8rB3mT0fQ0ZzB3" not in every and "<encrypted" not in every
     assert files(out)["ranks.txt"].count("HF_TOKEN=[secret]") == 5   # 4 pretrain pods, the initializer (envFrom)
     assert f"image: {IMAGE}" in files(out)["batch_v1-job-llm-pretrain-node-0.yaml"]
+    tree = files(out)["tree.txt"]   # what each object is created after, outside its own component
+    assert "├─ ServiceAccount trainer  after Namespace llm" in tree
+    assert "Job pretrain-node-0  (4 pods)  after Namespace llm, ServiceAccount trainer" in tree
+    assert "Job finetune-dataset-initializer-0  (1 pods)  after Namespace llm, Secret hf-token" in tree
 
 
 def test_each_job_object_depends_on_what_it_uses():

@@ -42,7 +42,7 @@ def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, 
     printed = capsys.readouterr().out
     for line in tree_lines:
         assert line in printed
-    assert f"wrote {count} objects and ranks.txt to {out}/" in printed
+    assert f"wrote {count} objects, ranks.txt and tree.txt to {out}/" in printed
 
 
 def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monkeypatch):
@@ -92,7 +92,7 @@ def test_render_of_a_two_node_cpu_job_shows_kubeflow_values(tmp_path):
                  "              fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']"]:
         assert line in text
     assert sorted(p.name for p in out.iterdir()) == [
-        ".trainjobs-render", "batch_v1-job-default-demo-node-0.yaml", "ranks.txt", "v1-service-default-demo.yaml"]
+        ".trainjobs-render", "batch_v1-job-default-demo-node-0.yaml", "ranks.txt", "tree.txt", "v1-service-default-demo.yaml"]
 
 
 @pytest.mark.parametrize("job, fragment", [
