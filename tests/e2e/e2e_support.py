@@ -26,7 +26,8 @@ class LocalRun:
         return [p for p in self.summary.get("pods", []) if phase is None or p["phase"] == phase]
 
     def lines(self, marker: str) -> list[str]:
-        return [line for line in self.output.splitlines() if marker in line]
+        """The containers' output lines (echoed as `[pod] ...` or `[pod/container] ...`) holding `marker`."""
+        return [line for line in self.output.splitlines() if line.startswith("[") and marker in line]
 
 
 def run_local_command(program: Path | str, *args: str, run_dir: Path, python_prelude: str = "") -> list[str]:
