@@ -109,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
                    help="where the run's directory (logs, summary.json) is made (default: the temp dir)")
     p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
     p.add_argument("--verbose", action="store_true",
-                   help="echo every line, with sshd's connection messages and known harmless warnings")
+                   help="echo every line, with sshd's connection messages and known harmless messages")
     p.set_defaults(func=cmd_run_local)
     return top
 

@@ -66,7 +66,7 @@ def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float
 
     `jobs` names Jobs or training jobs (a subdomain shared by Jobs); all runnable ones by default.
     The containers' output is echoed (`echo_logs`) without sshd's connection messages and known
-    harmless warnings unless `verbose`; the logs keep every line.
+    harmless messages unless `verbose`; the logs keep every line.
     Raises PlanError when the rendering cannot run here and HostNotReady when this machine can't
     run pods; both before anything is created.
     """

@@ -31,7 +31,7 @@ from typing import Callable
 
 from ..podview import ObjectIndex
 from .network import Network
-from .output import chatter
+from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec
 from .pods import ContainerRun, Sandbox, SandboxError, tcp_sockets
 
@@ -66,15 +66,15 @@ class Console:
 
 class Echo:
     """The containers' output on the console, prefixed with the pod: all of it when verbose, else
-    without chatter (`output.chatter`), which it counts."""
+    without the lines hidden by default (`output.Filter`), which it counts."""
 
     def __init__(self, console: Console, verbose: bool):
         self.console, self.verbose = console, verbose
         self.hidden = 0
         self._lock = threading.Lock()
 
-    def __call__(self, prefix: str, line: str) -> None:
-        if self.verbose or not chatter(line):
+    def __call__(self, prefix: str, line: str, hidden: bool) -> None:
+        if self.verbose or not hidden:
             self.console(prefix + line)
         else:
             with self._lock:
@@ -503,7 +503,7 @@ class LocalRun:
                                  if line)
                 say(f"  {pod.spec.slot.hostname}: {_shorten(said or '(printed nothing)')}")
         if self.echo and self.echo.hidden:
-            say(f"({self.echo.hidden} lines of sshd connection messages and known harmless warnings not shown: "
+            say(f"({self.echo.hidden} lines of sshd connection messages and known harmless messages not shown: "
                 "--verbose shows them; the logs have every line)")
         for pod in self._report_pods(result):
             lines = self._tail(pod, self.verbose)
@@ -546,8 +546,8 @@ class LocalRun:
                 text = c.log_path.read_text(errors="replace")
             except OSError:
                 continue
-            lines = text.splitlines()
-            tail = [line for line in lines if verbose or not chatter(line)][-LOG_TAIL_LINES:]
+            tail = [line for line, hidden in Filter().lines(text.splitlines()) if verbose or not hidden]
+            tail = tail[-LOG_TAIL_LINES:]
             prefix = f"{c.spec.name}: " if len(pod.sandbox.containers) > 1 else ""
             lines += [prefix + line for line in tail]
         return lines

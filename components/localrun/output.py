@@ -2,12 +2,18 @@
 
 The logs keep every line, and `--verbose` shows every line. Left out are sshd's per-connection
 messages (an MPI job logs in to every worker a few times: the launcher's wait, mpirun, the end
-notice) and warnings known to be harmless in an emulated pod, each with why.
+notice) and messages known to be harmless, each with why.
 """
 
 import re
+from typing import Iterable, Iterator
 
-_CHATTER = [
+
+def _any(patterns: list[str]) -> re.Pattern:
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+_LINES = _any([
     # sshd -De, at its default log level
     r"Server listening on \S+ port \d+\.",
     r"Accepted publickey for \S+ from \S+ port \d+ ssh2: .*",
@@ -21,10 +27,57 @@ _CHATTER = [
     # gloo's reverse lookup of a peer: a pod's hosts file answers names, not IPv4-mapped addresses, which
     # the cluster DNS would (docs/local-run.md, what is not emulated).
     r".*\[c10d\] The hostname of the client socket cannot be retrieved\. err=-3",
-]
-_PATTERN = re.compile("|".join(f"(?:{p})" for p in _CHATTER))
+])
+
+# torchrun's exit barrier, reached only once every worker of the pod succeeded: when the agent
+# serving the rendezvous store has already exited, the others log a lost connection and a
+# traceback, then exit 0 all the same. A block starts with either message and goes on while its
+# lines are part of such a report; it is hidden only if it is that barrier's.
+_BLOCK_START = _any([
+    r"\[W\S+ \S+ TCPStore\.cpp:\d+\] \[c10d\] recvValueWithTimeout failed on SocketImpl\(.*\): Failed to recv, "
+    r"got 0 bytes\. Connection was likely closed\. Did the remote server shutdown or crash\?",
+    r"E\d{4} \S+ \d+ torch/distributed/elastic/agent/server/api\.py:\d+\] Error waiting on exit barrier\. .*",
+])
+_BLOCK_MORE = _any([
+    r"Exception raised from \S+ at .*",
+    r"frame #\d+: .*",
+    r"<omitting python frames>",
+    r"",
+    r"E\d{4} \S+ \d+ torch/distributed/elastic/agent/server/api\.py:\d+\] .*",
+])
+_BLOCK_HARMLESS = "] Error waiting on exit barrier. "
 
 
 def chatter(line: str) -> bool:
-    """True for a line run-local hides by default."""
-    return _PATTERN.fullmatch(line.strip()) is not None
+    """True for a single line run-local hides by default."""
+    return _LINES.fullmatch(line.strip()) is not None
+
+
+class Filter:
+    """Tells, line by line, which lines of one container's output are hidden by default.
+
+    `feed` gives back (line, hidden) pairs in order; lines that may belong to a harmless block are
+    held until the block ends (`end` at the end of the output).
+    """
+
+    def __init__(self) -> None:
+        self._held: list[str] = []
+
+    def feed(self, line: str) -> list[tuple[str, bool]]:
+        ready: list[tuple[str, bool]] = []
+        if self._held and _BLOCK_MORE.fullmatch(line.strip()) is None:
+            ready = self.end()
+        if self._held or _BLOCK_START.fullmatch(line.strip()):
+            self._held.append(line)
+            return ready
+        return ready + [(line, chatter(line))]
+
+    def end(self) -> list[tuple[str, bool]]:
+        held, self._held = self._held, []
+        harmless = any(_BLOCK_HARMLESS in line for line in held)
+        return [(line, harmless) for line in held]
+
+    def lines(self, lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+        for line in lines:
+            yield from self.feed(line)
+        yield from self.end()

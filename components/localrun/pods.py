@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
-from .output import chatter
+from .output import Filter
 from .plan import ContainerSpec, PodSpec
 
 HOLDER = Path(__file__).with_name("_holder.py")
@@ -72,27 +72,34 @@ def exit_code(returncode: int) -> int:
 
 
 class LogPump(threading.Thread):
-    """Copies a container's output to its log file, and line by line to `echo` if given.
+    """Copies a container's output to its log file, and line by line to `echo` if given, saying
+    which lines are hidden by default (`output.Filter`).
 
-    It also keeps the last line that is not chatter (`output.chatter`): what the container reported.
+    It also keeps the last line that is not hidden: what the container reported.
     """
 
-    def __init__(self, stream: IO[bytes], log_path: Path, prefix: str, echo: Callable[[str, str], None] | None):
+    def __init__(self, stream: IO[bytes], log_path: Path, prefix: str,
+                 echo: Callable[[str, str, bool], None] | None):
         super().__init__(daemon=True)
         self.stream, self.log_path, self.prefix, self.echo = stream, log_path, prefix, echo
         self.last = ""
 
     def run(self) -> None:
+        lines = Filter()
         with open(self.log_path, "ab") as log:
             for line in iter(self.stream.readline, b""):
                 log.write(line)
                 log.flush()
-                text = line.decode(errors="replace").rstrip()
-                if text.strip() and not chatter(text):
-                    self.last = text
-                if self.echo:
-                    self.echo(self.prefix, text)
+                self._show(lines.feed(line.decode(errors="replace").rstrip()))
+        self._show(lines.end())
         self.stream.close()
+
+    def _show(self, lines: list[tuple[str, bool]]) -> None:
+        for text, hidden in lines:
+            if text.strip() and not hidden:
+                self.last = text
+            if self.echo:
+                self.echo(self.prefix, text, hidden)
 
 
 @dataclass
@@ -192,7 +199,8 @@ class Sandbox:
             raise SandboxError(f"the pod sandbox could not be set up: {message['error']}")
         self.holder_pid = int(message["pid"])
 
-    def run(self, container: ContainerSpec, echo: Callable[[str, str], None] | None, prefix: str) -> ContainerRun:
+    def run(self, container: ContainerSpec, echo: Callable[[str, str, bool], None] | None,
+            prefix: str) -> ContainerRun:
         """Start a container: the pod's namespaces, the container's env and working directory."""
         log_path = self.log_dir / f"{container.name}.log"
         command = ["nsenter", "-t", str(self.holder_pid), "--net", "--mount", "--uts", "--ipc", "--pid", "--"]

@@ -1,7 +1,7 @@
 """What run-local's console leaves out of the containers' output by default."""
 
 from components.localrun.jobs import Console, Echo
-from components.localrun.output import chatter
+from components.localrun.output import Filter, chatter
 
 CHATTER = [
     "Server listening on 0.0.0.0 port 2222.",
@@ -29,15 +29,39 @@ def test_sshd_connection_messages_and_known_harmless_warnings_are_chatter():
     assert [line for line in KEPT if chatter(line)] == []
 
 
-def test_echo_hides_chatter_and_counts_it_unless_verbose():
+def test_echo_hides_what_the_filter_hides_and_counts_it_unless_verbose():
     shown: list[str] = []
     echo = Echo(Console(shown.append), verbose=False)
-    for line in [CHATTER[0], KEPT[0], CHATTER[2]]:
-        echo("[pod] ", line)
+    for line, hidden in Filter().lines([CHATTER[0], KEPT[0], CHATTER[2]]):
+        echo("[pod] ", line, hidden)
     assert shown == ["[pod] pi is approximately 3.1413700000000002"] and echo.hidden == 2
     shown.clear()
     verbose = Echo(Console(shown.append), verbose=True)
-    for line in [CHATTER[0], KEPT[0]]:
-        verbose("[pod] ", line)
+    for line, hidden in Filter().lines([CHATTER[0], KEPT[0]]):
+        verbose("[pod] ", line, hidden)
     assert shown == ["[pod] Server listening on 0.0.0.0 port 2222.", "[pod] pi is approximately 3.1413700000000002"]
     assert verbose.hidden == 0
+
+
+LOST_STORE = ("[W1122 18:32:23.545244212 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=3, "
+              "addr=[::ffff:10.1.0.3]:33702, remote=[::ffff:10.1.0.2]:29500): Failed to recv, got 0 bytes. "
+              "Connection was likely closed. Did the remote server shutdown or crash?")
+FRAMES = ["Exception raised from recvBytes at /src/torch/csrc/distributed/c10d/Utils.hpp:787 (most recent call first):",
+          "frame #0: c10::Error::Error(c10::SourceLocation) + 0x9d (0x7fc4 in /opt/venv/lib/libc10.so)",
+          "<omitting python frames>",
+          "frame #31: _start + 0x21 (0x560b in /opt/venv/bin/python)",
+          ""]
+AGENT = "E1122 18:32:23.749000 3 torch/distributed/elastic/agent/server/api.py:1008] "
+
+
+def test_torchruns_lost_store_at_its_exit_barrier_is_hidden_as_a_whole():
+    """After every worker succeeded, the agent that served the store may be gone first: harmless."""
+    barrier = [LOST_STORE, *FRAMES, AGENT + "Error waiting on exit barrier. Elapsed: 0.0315 seconds",
+               AGENT + "Traceback (most recent call last):",
+               AGENT + '  File "/opt/venv/torch/distributed/elastic/agent/server/api.py", line 994, in _exit_barrier',
+               AGENT + "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes."]
+    seen = list(Filter().lines(["rank 3/4 all_reduce=10", *barrier, "next"]))
+    assert seen == [("rank 3/4 all_reduce=10", False), *[(line, True) for line in barrier], ("next", False)]
+    # The same lost connection anywhere else is a real problem: every line is shown.
+    lost = [LOST_STORE, *FRAMES, AGENT + "Traceback (most recent call last):"]
+    assert list(Filter().lines(lost)) == [(line, False) for line in lost]
