@@ -7,9 +7,11 @@ B: the same two `torchrun allreduce.py` processes started directly on loopback, 
 
 Runs alternate A, B, A, B, ... after one unmeasured warm-up of each; each run is a fresh process,
 timed from its start to its exit. Prints every pair, the medians and the median of the per-pair
-ratios A/B, and writes them as JSON with --out. Needs root (run-local does) and torch.
+ratios A/B, and writes them as JSON with --out. With --before DIR, each round also times run-local
+from the `components` package in DIR (another checkout, e.g. `git archive <commit> components`),
+so a change is measured against what it replaces under the same load. Needs root and torch.
 
-    sudo .venv/bin/python bench/run_local.py [--pairs 7] [--out results.json]
+    sudo .venv/bin/python bench/run_local.py [--pairs 7] [--before DIR] [--out results.json]
 """
 
 import argparse
@@ -35,8 +37,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_local(scratch: Path) -> float:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def run_local(scratch: Path, checkout: Path = REPO) -> float:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
     command = [sys.executable, "-m", "components.cli", "run-local", str(PROGRAM / "__main__.py"),
                "--run-dir", str(scratch)]
     started = time.perf_counter()
@@ -67,28 +69,36 @@ def bare_torchrun(scratch: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=7)
+    parser.add_argument("--before", type=Path, metavar="DIR", help="also time run-local from DIR/components")
     parser.add_argument("--out", help="write the results here as JSON")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-run-local-"))
+    rounds = []
     try:
         run_local(scratch), bare_torchrun(scratch)  # warm-up: page cache, bytecode
-        pairs = []
         for i in range(args.pairs):
-            a, b = run_local(scratch), bare_torchrun(scratch)
-            pairs.append((a, b))
-            print(f"pair {i + 1}: run-local {a:.2f}s, bare torchrun {b:.2f}s, ratio {a / b:.3f}", flush=True)
+            a = run_local(scratch)
+            before = run_local(scratch, args.before) if args.before else None
+            b = bare_torchrun(scratch)
+            rounds.append({"run_local": a, "torchrun": b, **({"before": before} if before else {})})
+            print(f"pair {i + 1}: run-local {a:.2f}s" + (f", before {before:.2f}s" if before else "")
+                  + f", bare torchrun {b:.2f}s, ratio {a / b:.3f}" + (f" (before {before / b:.3f})" if before else ""),
+                  flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    result = {
-        "pairs": [{"run_local": round(a, 3), "torchrun": round(b, 3)} for a, b in pairs],
-        "median_run_local": round(statistics.median(a for a, _ in pairs), 3),
-        "median_torchrun": round(statistics.median(b for _, b in pairs), 3),
-        "median_ratio": round(statistics.median(a / b for a, b in pairs), 3),
-        "cpus": len(os.sched_getaffinity(0)), "load_average": os.getloadavg(),
-    }
+    median = lambda key: round(statistics.median(r[key] for r in rounds), 3)  # noqa: E731
+    ratio = lambda key: round(statistics.median(r[key] / r["torchrun"] for r in rounds), 3)  # noqa: E731
+    result = {"rounds": [{k: round(v, 3) for k, v in r.items()} for r in rounds],
+              "median_run_local": median("run_local"), "median_torchrun": median("torchrun"),
+              "median_ratio": ratio("run_local"), "cpus": len(os.sched_getaffinity(0)),
+              "load_average": os.getloadavg()}
+    if args.before:
+        result.update(median_before=median("before"), median_ratio_before=ratio("before"))
     print(f"median run-local {result['median_run_local']:.2f}s, bare torchrun {result['median_torchrun']:.2f}s, "
-          f"median ratio {result['median_ratio']:.3f} ({len(pairs)} pairs, {result['cpus']} CPUs, "
-          f"load {result['load_average'][0]:.2f})")
+          f"median ratio {result['median_ratio']:.3f}"
+          + (f" (before: {result['median_before']:.2f}s, ratio {result['median_ratio_before']:.3f})"
+             if args.before else "")
+          + f"; {len(rounds)} pairs, {result['cpus']} CPUs, load {result['load_average'][0]:.2f}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import traceback
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -66,19 +66,26 @@ class Console:
 
 class Echo:
     """The containers' output on the console, prefixed with the pod: all of it when verbose, else
-    without the lines hidden by default (`output.Filter`), which it counts."""
+    without the lines left out by default (`output.Filter`), which it counts by kind."""
 
     def __init__(self, console: Console, verbose: bool):
         self.console, self.verbose = console, verbose
-        self.hidden = 0
+        self.left_out: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def __call__(self, prefix: str, line: str, hidden: bool) -> None:
-        if self.verbose or not hidden:
+    def __call__(self, prefix: str, line: str, left_out: str | None) -> None:
+        if self.verbose or not left_out:
             self.console(prefix + line)
         else:
             with self._lock:
-                self.hidden += 1
+                self.left_out[left_out] += 1
+
+    def note(self) -> str:
+        """What was left out, for the end of the run; empty when nothing was."""
+        if not self.left_out:
+            return ""
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(self.left_out.items()))
+        return f"(left out: {counts}; --verbose shows them, the logs have every line)"
 
 
 @dataclass
@@ -102,7 +109,7 @@ class PodRun:
         return self.spec.slot.index
 
     def reported(self) -> dict[str, str]:
-        """The last line each main container printed that is not chatter, by container."""
+        """The last line each main container printed that is not left out (`output.Filter`), by container."""
         return {c.spec.name: c.pump.last for c in self.sandbox.containers if c.spec.kind == "main"}
 
     @property
@@ -502,9 +509,8 @@ class LocalRun:
                 said = "; ".join(f"{name}: {line}" if len(reports) > 1 else line for name, line in reports.items()
                                  if line)
                 say(f"  {pod.spec.slot.hostname}: {_shorten(said or '(printed nothing)')}")
-        if self.echo and self.echo.hidden:
-            say(f"({self.echo.hidden} lines of sshd connection messages and known harmless messages not shown: "
-                "--verbose shows them; the logs have every line)")
+        if self.echo and self.echo.note():
+            say(self.echo.note())
         for pod in self._report_pods(result):
             lines = self._tail(pod, self.verbose)
             if pod.network_note:
@@ -546,7 +552,7 @@ class LocalRun:
                 text = c.log_path.read_text(errors="replace")
             except OSError:
                 continue
-            tail = [line for line, hidden in Filter().lines(text.splitlines()) if verbose or not hidden]
+            tail = [line for line, left_out in Filter().lines(text.splitlines()) if verbose or not left_out]
             tail = tail[-LOG_TAIL_LINES:]
             prefix = f"{c.spec.name}: " if len(pod.sandbox.containers) > 1 else ""
             lines += [prefix + line for line in tail]

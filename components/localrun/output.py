@@ -13,14 +13,18 @@ def _any(patterns: list[str]) -> re.Pattern:
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 
-_LINES = _any([
-    # sshd -De, at its default log level
+SSHD, HARMLESS = "sshd connection messages", "known harmless messages"  # what is left out, by kind
+
+# sshd -De, at its default log level
+_SSHD = _any([
     r"Server listening on \S+ port \d+\.",
     r"Accepted publickey for \S+ from \S+ port \d+ ssh2: .*",
     r"Received disconnect from \S+ port \d+:\d+: disconnected by user",
     r"Disconnected from user \S+ \S+ port \d+",
     r"Connection closed by \S+ port \d+( \[preauth\])?",
     r"Received signal 15; terminating\.",
+])
+_HARMLESS = _any([
     # OpenMPI 4's mpirun in a container started in a session of its own: ssh stays in mpirun's process
     # group, which changes nothing for the job.
     r"\[[^\]]+\] plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied\(13\)",
@@ -48,36 +52,41 @@ _BLOCK_MORE = _any([
 _BLOCK_HARMLESS = "] Error waiting on exit barrier. "
 
 
-def chatter(line: str) -> bool:
-    """True for a single line run-local hides by default."""
-    return _LINES.fullmatch(line.strip()) is not None
+def left_out(line: str) -> str | None:
+    """The kind of a single line run-local leaves out by default (SSHD, HARMLESS), else None."""
+    line = line.strip()
+    if _SSHD.fullmatch(line):
+        return SSHD
+    if _HARMLESS.fullmatch(line):
+        return HARMLESS
+    return None
 
 
 class Filter:
-    """Tells, line by line, which lines of one container's output are hidden by default.
+    """Tells, line by line, which lines of one container's output are left out by default.
 
-    `feed` gives back (line, hidden) pairs in order; lines that may belong to a harmless block are
-    held until the block ends (`end` at the end of the output).
+    `feed` gives back (line, kind left out or None) pairs in order; lines that may belong to a
+    harmless block are held until the block ends (`end` at the end of the output).
     """
 
     def __init__(self) -> None:
         self._held: list[str] = []
 
-    def feed(self, line: str) -> list[tuple[str, bool]]:
-        ready: list[tuple[str, bool]] = []
+    def feed(self, line: str) -> list[tuple[str, str | None]]:
+        ready: list[tuple[str, str | None]] = []
         if self._held and _BLOCK_MORE.fullmatch(line.strip()) is None:
             ready = self.end()
         if self._held or _BLOCK_START.fullmatch(line.strip()):
             self._held.append(line)
             return ready
-        return ready + [(line, chatter(line))]
+        return ready + [(line, left_out(line))]
 
-    def end(self) -> list[tuple[str, bool]]:
+    def end(self) -> list[tuple[str, str | None]]:
         held, self._held = self._held, []
-        harmless = any(_BLOCK_HARMLESS in line for line in held)
-        return [(line, harmless) for line in held]
+        kind = HARMLESS if any(_BLOCK_HARMLESS in line for line in held) else None
+        return [(line, kind) for line in held]
 
-    def lines(self, lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    def lines(self, lines: Iterable[str]) -> Iterator[tuple[str, str | None]]:
         for line in lines:
             yield from self.feed(line)
         yield from self.end()

@@ -72,14 +72,14 @@ def exit_code(returncode: int) -> int:
 
 
 class LogPump(threading.Thread):
-    """Copies a container's output to its log file, and line by line to `echo` if given, saying
-    which lines are hidden by default (`output.Filter`).
+    """Copies a container's output to its log file, and line by line to `echo` if given, with the
+    kind of line it is if it is left out by default (`output.Filter`).
 
-    It also keeps the last line that is not hidden: what the container reported.
+    It also keeps the last line that is not left out: what the container reported.
     """
 
     def __init__(self, stream: IO[bytes], log_path: Path, prefix: str,
-                 echo: Callable[[str, str, bool], None] | None):
+                 echo: Callable[[str, str, str | None], None] | None):
         super().__init__(daemon=True)
         self.stream, self.log_path, self.prefix, self.echo = stream, log_path, prefix, echo
         self.last = ""
@@ -94,12 +94,12 @@ class LogPump(threading.Thread):
         self._show(lines.end())
         self.stream.close()
 
-    def _show(self, lines: list[tuple[str, bool]]) -> None:
-        for text, hidden in lines:
-            if text.strip() and not hidden:
+    def _show(self, lines: list[tuple[str, str | None]]) -> None:
+        for text, left_out in lines:
+            if text.strip() and not left_out:
                 self.last = text
             if self.echo:
-                self.echo(self.prefix, text, hidden)
+                self.echo(self.prefix, text, left_out)
 
 
 @dataclass
@@ -199,7 +199,7 @@ class Sandbox:
             raise SandboxError(f"the pod sandbox could not be set up: {message['error']}")
         self.holder_pid = int(message["pid"])
 
-    def run(self, container: ContainerSpec, echo: Callable[[str, str, bool], None] | None,
+    def run(self, container: ContainerSpec, echo: Callable[[str, str, str | None], None] | None,
             prefix: str) -> ContainerRun:
         """Start a container: the pod's namespaces, the container's env and working directory."""
         log_path = self.log_dir / f"{container.name}.log"

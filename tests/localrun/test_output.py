@@ -1,9 +1,9 @@
 """What run-local's console leaves out of the containers' output by default."""
 
 from components.localrun.jobs import Console, Echo
-from components.localrun.output import Filter, chatter
+from components.localrun.output import HARMLESS, SSHD, Filter, left_out
 
-CHATTER = [
+LEFT_OUT = [
     "Server listening on 0.0.0.0 port 2222.",
     "Server listening on :: port 22.",
     "Accepted publickey for root from 10.244.106.2 port 39110 ssh2: ECDSA SHA256:UbwMde6VH+WuVOG4AdvpTNs7VnDWzCazXxvOe1sidrw",
@@ -24,23 +24,25 @@ KEPT = [
 ]
 
 
-def test_sshd_connection_messages_and_known_harmless_warnings_are_chatter():
-    assert [line for line in CHATTER if not chatter(line)] == []
-    assert [line for line in KEPT if chatter(line)] == []
+def test_sshd_connection_messages_and_known_harmless_messages_are_left_out():
+    assert [left_out(line) for line in LEFT_OUT] == [SSHD] * 7 + [HARMLESS] * 2
+    assert [line for line in KEPT if left_out(line)] == []
 
 
 def test_echo_hides_what_the_filter_hides_and_counts_it_unless_verbose():
     shown: list[str] = []
     echo = Echo(Console(shown.append), verbose=False)
-    for line, hidden in Filter().lines([CHATTER[0], KEPT[0], CHATTER[2]]):
-        echo("[pod] ", line, hidden)
-    assert shown == ["[pod] pi is approximately 3.1413700000000002"] and echo.hidden == 2
+    for line, kind in Filter().lines([LEFT_OUT[0], KEPT[0], LEFT_OUT[2], LEFT_OUT[-1]]):
+        echo("[pod] ", line, kind)
+    assert shown == ["[pod] pi is approximately 3.1413700000000002"]
+    assert echo.note() == ("(left out: 1 known harmless messages, 2 sshd connection messages; --verbose shows them, "
+                           "the logs have every line)")
     shown.clear()
     verbose = Echo(Console(shown.append), verbose=True)
-    for line, hidden in Filter().lines([CHATTER[0], KEPT[0]]):
-        verbose("[pod] ", line, hidden)
+    for line, kind in Filter().lines([LEFT_OUT[0], KEPT[0]]):
+        verbose("[pod] ", line, kind)
     assert shown == ["[pod] Server listening on 0.0.0.0 port 2222.", "[pod] pi is approximately 3.1413700000000002"]
-    assert verbose.hidden == 0
+    assert verbose.note() == ""
 
 
 LOST_STORE = ("[W1122 18:32:23.545244212 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=3, "
@@ -61,7 +63,7 @@ def test_torchruns_lost_store_at_its_exit_barrier_is_hidden_as_a_whole():
                AGENT + '  File "/opt/venv/torch/distributed/elastic/agent/server/api.py", line 994, in _exit_barrier',
                AGENT + "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes."]
     seen = list(Filter().lines(["rank 3/4 all_reduce=10", *barrier, "next"]))
-    assert seen == [("rank 3/4 all_reduce=10", False), *[(line, True) for line in barrier], ("next", False)]
+    assert seen == [("rank 3/4 all_reduce=10", None), *[(line, HARMLESS) for line in barrier], ("next", None)]
     # The same lost connection anywhere else is a real problem: every line is shown.
     lost = [LOST_STORE, *FRAMES, AGENT + "Traceback (most recent call last):"]
-    assert list(Filter().lines(lost)) == [(line, False) for line in lost]
+    assert list(Filter().lines(lost)) == [(line, None) for line in lost]
