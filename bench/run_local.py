@@ -5,9 +5,9 @@ A: `python -m components.cli run-local bench/torch2x2/__main__.py`: render the p
 B: the same two `torchrun allreduce.py` processes started directly on loopback, with the PET_*
    env the pods get (PET_MASTER_ADDR 127.0.0.1).
 
-Runs alternate A, B, A, B, ... after one unmeasured warm-up of each; each run is a fresh process,
-timed from its start to its exit. Prints every pair, the medians and the median of the per-pair
-ratios A/B, and writes them as JSON with --out. With --before DIR, each round also times run-local
+Runs alternate A, B, A, B, ... (each going first in turn) after one unmeasured warm-up of each;
+each run is a fresh process, timed from its start to its exit. Prints every pair, the medians and
+the median of the per-pair ratios A/B, and writes them as JSON with --out. With --before DIR, each round also times run-local
 from the `components` package in DIR (another checkout, e.g. `git archive <commit> components`),
 so a change is measured against what it replaces under the same load. Needs root and torch.
 
@@ -76,11 +76,14 @@ def main() -> None:
     rounds = []
     try:
         run_local(scratch), bare_torchrun(scratch)  # warm-up: page cache, bytecode
+        runs = {"run_local": lambda: run_local(scratch), "torchrun": lambda: bare_torchrun(scratch)}
+        if args.before:
+            runs["before"] = lambda: run_local(scratch, args.before)
         for i in range(args.pairs):
-            a = run_local(scratch)
-            before = run_local(scratch, args.before) if args.before else None
-            b = bare_torchrun(scratch)
-            rounds.append({"run_local": a, "torchrun": b, **({"before": before} if before else {})})
+            order = list(runs)[i % len(runs):] + list(runs)[:i % len(runs)]  # each kind goes first in turn
+            times = {kind: runs[kind]() for kind in order}
+            rounds.append(times)
+            a, b, before = times["run_local"], times["torchrun"], times.get("before")
             print(f"pair {i + 1}: run-local {a:.2f}s" + (f", before {before:.2f}s" if before else "")
                   + f", bare torchrun {b:.2f}s, ratio {a / b:.3f}" + (f" (before {before / b:.3f})" if before else ""),
                   flush=True)
