@@ -46,7 +46,7 @@ def run_local(scratch: Path, checkout: Path = REPO) -> tuple[float, float]:
     command = [sys.executable, "-m", "components.cli", "run-local", str(PROGRAM / "__main__.py"),
                "--run-dir", str(run_dir)]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)  # cwd: first on sys.path
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"run-local failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
