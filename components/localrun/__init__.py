@@ -3,7 +3,9 @@
 `trainjobs run-local` uses this to show that what a program renders really trains: every pod of
 the selected Jobs gets its own network namespace on a private bridge, hostname, hosts file,
 resolved env, and volumes at their mount paths, and its containers run the host's programs
-(images are not pulled). The emulator knows Kubernetes objects, not training frameworks.
+(images are not pulled; what known runtime images add, such as sshd's directory and their user, is
+set up in each pod as the image has it: `images.py`). The emulator knows Kubernetes objects and
+a few images, not training frameworks.
 
     from components.localrun import run_local
     result = run_local(objects, jobs=["mnist-ddp"], timeout=300)
