@@ -86,6 +86,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
+    import os
+
     from . import localrun  # imported here: only this command needs it
 
     problems = localrun.host_problems()
@@ -97,11 +99,16 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     objects = render.kubernetes_objects(result, redact=False)
     try:
         outcome = localrun.run_local(objects, jobs=args.job or None, timeout=args.timeout or None,
-                                     run_root=args.run_dir, max_grace=args.grace, echo_logs=not args.quiet)
+                                     run_root=args.run_dir, max_grace=args.grace, echo_logs=not args.quiet,
+                                     verbose=args.verbose)
     except localrun.PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return localrun.EXIT_USAGE
-    return outcome.exit_code
+    # Everything is written and cleaned up: end the process without the interpreter's teardown of
+    # pulumi's modules and threads, which takes longer than a run's own clean-up.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(outcome.exit_code)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -137,6 +144,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", metavar="DIR",
                    help="where the run's directory (logs, summary.json) is made (default: the temp dir)")
     p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
+    p.add_argument("--verbose", action="store_true",
+                   help="echo every line, with sshd's connection messages and known harmless messages")
     p.set_defaults(func=cmd_run_local)
     return top
 

@@ -3,7 +3,9 @@
 `trainjobs run-local` uses this to show that what a program renders really trains: every pod of
 the selected Jobs gets its own network namespace on a private bridge, hostname, hosts file,
 resolved env, and volumes at their mount paths, and its containers run the host's programs
-(images are not pulled). The emulator knows Kubernetes objects, not training frameworks.
+(images are not pulled; what known runtime images add, such as sshd's directory and their user, is
+set up in each pod as the image has it: `images.py`). The emulator knows Kubernetes objects and
+a few images, not training frameworks.
 
     from components.localrun import run_local
     result = run_local(objects, jobs=["mnist-ddp"], timeout=300)
@@ -60,10 +62,13 @@ def host_problems() -> list[str]:
 
 def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
               run_root: str | os.PathLike | None = None, max_grace: float = DEFAULT_MAX_GRACE,
-              echo_logs: bool = True, write: Callable[[str], None] | None = None) -> RunResult:
+              echo_logs: bool = True, write: Callable[[str], None] | None = None,
+              verbose: bool = False) -> RunResult:
     """Run the Jobs among `objects` (plain manifests, secrets revealed) as local pods.
 
     `jobs` names Jobs or training jobs (a subdomain shared by Jobs); all runnable ones by default.
+    The containers' output is echoed (`echo_logs`) without sshd's connection messages and known
+    harmless messages unless `verbose`; the logs keep every line.
     Raises PlanError when the rendering cannot run here and HostNotReady when this machine can't
     run pods; both before anything is created.
     """
@@ -78,5 +83,6 @@ def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float
     for stale in sweep_stale():
         write(f"removed the leftovers of an interrupted local run {stale}")
     root = Path(run_root) if run_root else Path(tempfile.gettempdir())
-    run = LocalRun(objects, selection, root, timeout=timeout, max_grace=max_grace, echo_logs=echo_logs, write=write)
+    run = LocalRun(objects, selection, root, timeout=timeout, max_grace=max_grace, echo_logs=echo_logs, write=write,
+                   verbose=verbose)
     return run.run()

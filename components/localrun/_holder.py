@@ -9,9 +9,12 @@ private mount namespaces. It reads one JSON line on stdin describing the pod, th
    nothing a container writes outside its volumes reaches the host), the host's other mounts
    bound in again, a fresh /proc for the pod's PID namespace;
 3. binds the pod's /etc/hosts, /etc/resolv.conf and /etc/hostname;
-4. materializes the volumes (ConfigMap and Secret files with their modes, emptyDir, hostPath)
+4. lays out what the pod's images provide (`images.py`): each directory or file is made in the
+   pod's scratch tmpfs with its owner and mode and bound at its path, hiding what this machine has
+   there;
+5. materializes the volumes (ConfigMap and Secret files with their modes, emptyDir, hostPath)
    and mounts them at their mount paths, creating missing mount points in the overlay;
-5. pivots into that root, prints `{"ready": ..., "pid": <host pid>}` and waits.
+6. pivots into that root, prints `{"ready": ..., "pid": <host pid>}` and waits.
 
 Containers join it with `nsenter -t <pid> --net --mount --uts --pid`. The holder stops the pod
 when stdin reaches EOF (its owner exited, whatever the reason) or on SIGTERM: it sends SIGTERM to
@@ -121,9 +124,11 @@ def resolve(root: str, path: str) -> str:
 def ensure_mountpoint(root: str, path: str, is_dir: bool, scratch: str, overlays: list[int]) -> None:
     """Make `path` (inside `root`) exist without writing to any host filesystem.
 
-    Missing directories are created in the root overlay (copy-on-write). When the nearest existing
-    ancestor belongs to another filesystem (a host mount bound into the pod), that ancestor gets
-    an overlay of its own first, as a container runtime's own mount points would not touch it.
+    Missing directories are created in the root overlay (copy-on-write), or in the pod's own scratch
+    tmpfs when the nearest existing ancestor is a writable directory there (an image directory, an
+    emptyDir).
+    When that ancestor belongs to another filesystem (a host mount bound into the pod), it gets an
+    overlay of its own first, as a container runtime's own mount points would not touch it.
     """
     target = resolve(root, path)
     if os.path.lexists(target):
@@ -131,7 +136,9 @@ def ensure_mountpoint(root: str, path: str, is_dir: bool, scratch: str, overlays
     ancestor = os.path.dirname(target)
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)
-    if os.stat(ancestor).st_dev != os.stat(root).st_dev:
+    device = os.stat(ancestor).st_dev
+    ours = device == os.stat(scratch).st_dev and os.access(ancestor, os.W_OK)  # not a read-only volume
+    if device != os.stat(root).st_dev and not ours:
         overlays[0] += 1
         layer = os.path.join(scratch, "ovl", str(overlays[0]))
         os.makedirs(layer + "/upper")
@@ -159,6 +166,30 @@ def own(path: str, fs_group: int | None, read_only: bool) -> None:
             if stat.S_ISDIR(st.st_mode):
                 mask |= 0o2110
             os.chmod(p, (st.st_mode & 0o7777) | mask)
+
+
+def lay_out_image(entries: list[dict], root: str, scratch: str, overlays: list[int]) -> None:
+    """The image's directories and files, made under `scratch`/image and bound at their paths (the
+    outermost ones; those inside them are made in place)."""
+    layer = os.path.join(scratch, "image")
+    tops: list[str] = []
+    for entry in sorted(entries, key=lambda e: e["path"]):
+        path = entry["path"]
+        made = within(layer, path)
+        if entry["content"] is None:
+            os.makedirs(made, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(made), exist_ok=True)
+            with open(made, "wb") as f:
+                f.write(base64.b64decode(entry["content"]))
+        os.chmod(made, entry["mode"])
+        os.lchown(made, entry["uid"], entry["gid"])
+        if not any(path.startswith(top.rstrip("/") + "/") for top in tops):
+            tops.append(path)
+    for path in tops:
+        source = within(layer, path)
+        ensure_mountpoint(root, path, os.path.isdir(source), scratch, overlays)
+        mount(source, resolve(root, path), None, MS_BIND)
 
 
 def materialize(volumes: dict, scratch: str, fs_group: int | None = None) -> dict[str, str]:
@@ -226,6 +257,7 @@ def build_root(config: dict) -> None:
     for dest, source in sorted(config.get("etc_files", {}).items()):
         ensure_mountpoint(root, dest, False, scratch, overlays)
         mount(source, resolve(root, dest), None, MS_BIND)
+    lay_out_image(config.get("image", []), root, scratch, overlays)
 
     sources = materialize(config.get("volumes", {}), scratch, config.get("fs_group"))
     for m in sorted(config.get("mounts", []), key=lambda m: m["path"].rstrip("/").count("/")):

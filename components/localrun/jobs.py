@@ -24,13 +24,14 @@ import socket
 import threading
 import time
 import traceback
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ..podview import ObjectIndex
 from .network import Network
+from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec
 from .pods import ContainerRun, Sandbox, SandboxError, tcp_sockets
 
@@ -41,6 +42,10 @@ EXIT_INTERRUPTED = 130
 TICK = 0.05
 LOG_TAIL_LINES = 20
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' generated name suffixes
+
+
+def _shorten(line: str, width: int = 160) -> str:
+    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def _suffix() -> str:
@@ -57,6 +62,30 @@ class Console:
     def __call__(self, line: str = "") -> None:
         with self._lock:
             self._write(line)
+
+
+class Echo:
+    """The containers' output on the console, prefixed with the pod: all of it when verbose, else
+    without the lines left out by default (`output.Filter`), which it counts by kind."""
+
+    def __init__(self, console: Console, verbose: bool):
+        self.console, self.verbose = console, verbose
+        self.left_out: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, prefix: str, line: str, left_out: str | None) -> None:
+        if self.verbose or not left_out:
+            self.console(prefix + line)
+        else:
+            with self._lock:
+                self.left_out[left_out] += 1
+
+    def note(self) -> str:
+        """What was left out, for the end of the run; empty when nothing was."""
+        if not self.left_out:
+            return ""
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(self.left_out.items()))
+        return f"(left out: {counts}; --verbose shows them, the logs have every line)"
 
 
 @dataclass
@@ -79,6 +108,10 @@ class PodRun:
     def index(self) -> int:
         return self.spec.slot.index
 
+    def reported(self) -> dict[str, str]:
+        """The last line each main container printed that is not left out (`output.Filter`), by container."""
+        return {c.spec.name: c.pump.last for c in self.sandbox.containers if c.spec.kind == "main"}
+
     @property
     def done(self) -> bool:
         return self.phase in ("Succeeded", "Failed", "Stopped")
@@ -89,7 +122,7 @@ class PodRun:
             name += f"/{container}"
         return f"[{name}] "
 
-    def start_containers(self, echo: Callable[[str], None] | None, now: float) -> None:
+    def start_containers(self, echo: Echo | None, now: float) -> None:
         """Advance through init containers (one at a time), then start every main container."""
         order = self.spec.containers
         while self._next < len(order) and self._waiting_on is None:
@@ -100,7 +133,7 @@ class PodRun:
                 self._waiting_on = run  # sidecars and main containers do not block what follows
         self.phase = "Running"
 
-    def step(self, echo: Callable[[str], None] | None, now: float) -> None:
+    def step(self, echo: Echo | None, now: float) -> None:
         if self.done or self.phase == "Pending":
             return
         if self._waiting_on is not None:
@@ -240,7 +273,7 @@ class RunResult:
                       "failed_pods": j.failures} for j in self.jobs],
             "pods": [{"name": p.spec.name, "hostname": p.spec.slot.hostname, "job": j.name, "index": p.index,
                       "attempt": p.attempt, "ip": p.spec.slot.ip, "phase": p.phase, "exit_code": p.exit_code,
-                      "reason": p.reason,
+                      "reason": p.reason, "reported": p.reported(),
                       "duration_seconds": round((p.finished or p.started) - p.started, 2) if p.started else None,
                       "logs": {c.spec.name: str(c.log_path) for c in p.sandbox.containers}}
                      for j in self.jobs for p in j.pods],
@@ -251,13 +284,14 @@ class LocalRun:
     """Runs a selection of rendered Jobs as emulated pods on this machine."""
 
     def __init__(self, objects: list[dict], selection: Selection, run_root: Path, timeout: float | None,
-                 max_grace: float, echo_logs: bool, write: Callable[[str], None]):
+                 max_grace: float, echo_logs: bool, write: Callable[[str], None], verbose: bool = False):
         self.index = ObjectIndex(objects)
         self.selection = selection
         self.timeout = timeout
         self.max_grace = max_grace
         self.console = Console(write)
-        self.echo = self.console if echo_logs else None
+        self.echo = Echo(self.console, verbose) if echo_logs else None
+        self.verbose = verbose
         self.jobs = [JobRun(spec) for spec in selection.jobs]
         self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
         self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
@@ -334,6 +368,8 @@ class LocalRun:
                 names = slot.dns_names()
                 say(f"  pod {slot.hostname:<28} {slot.ip:<15} {names[0] if names else '(no DNS name)'}")
         say("  images are not pulled: containers run this machine's programs with the pod's env and volumes")
+        for note in self.selection.images:
+            say(f"  {note}")
         say(f"  logs: {self.run_dir}/logs/<pod>/<container>.log")
         say()
 
@@ -468,8 +504,15 @@ class LocalRun:
         for job in self.jobs:
             say(f"Job {job.name}: {job.state or 'Unknown'} ({len(job.succeeded)}/{job.spec.completions} "
                 f"indexes succeeded, {job.failures} failed pod(s))" + (f": {job.reason}" if job.reason else ""))
+            for pod in self._latest_attempts(job):  # what each index (a pod, a node rank) said last
+                reports = pod.reported()
+                said = "; ".join(f"{name}: {line}" if len(reports) > 1 else line for name, line in reports.items()
+                                 if line)
+                say(f"  {pod.spec.slot.hostname}: {_shorten(said or '(printed nothing)')}")
+        if self.echo and self.echo.note():
+            say(self.echo.note())
         for pod in self._report_pods(result):
-            lines = self._tail(pod)
+            lines = self._tail(pod, self.verbose)
             if pod.network_note:
                 say(f"--- {pod.spec.name} when stopped: {pod.network_note}")
             if lines:
@@ -491,18 +534,26 @@ class LocalRun:
         return [p for j in self.jobs for p in j.pods if p.phase == "Stopped"]
 
     @staticmethod
+    def _latest_attempts(job: JobRun) -> list[PodRun]:
+        latest: dict[int, PodRun] = {}
+        for pod in job.pods:
+            latest[pod.index] = pod
+        return [latest[i] for i in sorted(latest)]
+
+    @staticmethod
     def _log_names(pod: PodRun) -> str:
         return ", ".join(str(c.log_path) for c in pod.sandbox.containers) or str(pod.sandbox.log_dir / "sandbox.log")
 
     @staticmethod
-    def _tail(pod: PodRun) -> list[str]:
+    def _tail(pod: PodRun, verbose: bool) -> list[str]:
         lines: list[str] = []
         for c in pod.sandbox.containers:
             try:
                 text = c.log_path.read_text(errors="replace")
             except OSError:
                 continue
-            tail = text.splitlines()[-LOG_TAIL_LINES:]
+            tail = [line for line, left_out in Filter().lines(text.splitlines()) if verbose or not left_out]
+            tail = tail[-LOG_TAIL_LINES:]
             prefix = f"{c.spec.name}: " if len(pod.sandbox.containers) > 1 else ""
             lines += [prefix + line for line in tail]
         return lines

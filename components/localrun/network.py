@@ -42,20 +42,24 @@ class NetworkError(RuntimeError):
     pass
 
 
-def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True)
+def ip_batch(commands: list[str], *options: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Several `ip` commands in one process (`ip OPTIONS -batch -`); without `check`, it goes on past
+    failures (-force) and the caller looks at what is left."""
+    argv = ["ip", *options, *([] if check else ["-force"]), "-batch", "-"]
+    result = subprocess.run(argv, input="".join(f"{c}\n" for c in commands), capture_output=True, text=True)
     if check and result.returncode != 0:
-        raise NetworkError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+        raise NetworkError(f"{' '.join(argv)}: {result.stderr.strip()}")
     return result
 
 
 def _links() -> set[str]:
-    out = ip("-o", "link", "show").stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+    """The network interfaces of this (the host's) network namespace."""
+    return set(os.listdir("/sys/class/net"))
 
 
 def _netns() -> set[str]:
-    return {line.split()[0] for line in ip("netns", "list").stdout.splitlines() if line.strip()}
+    """The named network namespaces (what `ip netns list` lists)."""
+    return set(os.listdir(RUN_NETNS)) if RUN_NETNS.is_dir() else set()
 
 
 def new_prefix() -> str:
@@ -84,15 +88,15 @@ def pick_subnet(pods: int, avoid: list[ipaddress.IPv4Network] | None = None) -> 
 
 
 def host_networks() -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks of the host's addresses and routes."""
     nets = []
-    for args in (("-4", "-o", "addr", "show"), ("-4", "route", "show", "table", "all")):
-        for word in ip(*args, check=False).stdout.split():
-            try:
-                net = ipaddress.IPv4Network(word, strict=False)
-            except ValueError:
-                continue
-            if net.prefixlen > 0:
-                nets.append(net)
+    for word in ip_batch(["addr show", "route show table all"], "-4", "-o", check=False).stdout.split():
+        try:
+            net = ipaddress.IPv4Network(word, strict=False)
+        except ValueError:
+            continue
+        if net.prefixlen > 0:
+            nets.append(net)
     return nets
 
 
@@ -260,36 +264,35 @@ class Network:
         tmp.rename(self.state_file)
 
     def create(self) -> None:
-        """Make the bridge, namespaces, veths and name files, recording each step for teardown."""
+        """Make the bridge, namespaces, veths and name files; all of them are recorded first, so that
+        teardown (or the next run's sweep) removes whatever of them exists, whenever this stops."""
+        veths = [f"{self.prefix}-{n}" for n in range(len(self.pods))]
         with state_lock():
-            self._save()
             if not ETC_NETNS.exists():
                 ETC_NETNS.mkdir(mode=0o755)
                 _mark_created("etc-netns")
             if not _is_mountpoint(RUN_NETNS) and not (STATE_DIR / _CREATED_MARK.format("run-netns")).exists():
                 _mark_created("run-netns")  # `ip netns add` is about to make /run/netns a mount point
-            ip("link", "add", self.bridge, "type", "bridge")
-            self.created_links.append(self.bridge)
+            self.created_links = [self.bridge]  # a veth goes with its pod's namespace
+            self.created_netns = [pod.netns for pod in self.pods]
+            self.created_etc = [str(ETC_NETNS / pod.netns) for pod in self.pods]
             self._save()
-            _no_host_address(self.bridge)
-            ip("link", "set", self.bridge, "up")
-            for n, pod in enumerate(self.pods):
-                ip("netns", "add", pod.netns)
-                self.created_netns.append(pod.netns)
+            for pod in self.pods:
                 etc = ETC_NETNS / pod.netns
                 etc.mkdir()
-                self.created_etc.append(str(etc))
-                self._save()
                 (etc / "hosts").write_text(hosts_file(pod, self.pods))
                 (etc / "resolv.conf").write_text(resolv_conf(pod))
                 (etc / "hostname").write_text(pod.hostname + "\n")
-                veth = f"{self.prefix}-{n}"
-                ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pod.netns)
-                _no_host_address(veth)
-                ip("link", "set", veth, "master", self.bridge, "up")
-                ip("-n", pod.netns, "addr", "add", f"{pod.ip}/{self.subnet.prefixlen}", "dev", "eth0")
-                ip("-n", pod.netns, "link", "set", "eth0", "up")
-                ip("-n", pod.netns, "link", "set", "lo", "up")
+            ip_batch([f"link add {self.bridge} type bridge",
+                      *(f"netns add {pod.netns}" for pod in self.pods),
+                      *(f"link add {veth} type veth peer name eth0 netns {pod.netns}"
+                        for veth, pod in zip(veths, self.pods))])
+            for link in [self.bridge, *veths]:
+                _no_host_address(link)  # before they are up
+            ip_batch([f"link set {self.bridge} up", *(f"link set {veth} master {self.bridge} up" for veth in veths)])
+            for pod in self.pods:
+                ip_batch([f"addr add {pod.ip}/{self.subnet.prefixlen} dev eth0", "link set eth0 up", "link set lo up"],
+                         "-n", pod.netns)
 
     def teardown(self) -> list[str]:
         """Remove everything `create` made; returns what could not be removed (should be empty)."""
@@ -327,24 +330,22 @@ def netns_pids(netns: str) -> list[int]:
 
 
 def teardown_state(netns: list[str], links: list[str], etc: list[str]) -> list[str]:
-    problems = []
+    """Remove what of `netns`, `links` and `etc` exists; returns what could not be removed."""
     for name in netns:
         for pid in netns_pids(name):  # normally none: the pods were stopped before
             try:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
-        if netns_pids(name):
-            time.sleep(0.2)
-        result = ip("netns", "del", name, check=False)
-        if result.returncode != 0 and "No such file" not in result.stderr:
-            problems.append(f"netns {name}: {result.stderr.strip()}")
-    existing = _links()
-    for link in links:
-        if link in existing:
-            result = ip("link", "del", link, check=False)
-            if result.returncode != 0:
-                problems.append(f"link {link}: {result.stderr.strip()}")
+    if any(netns_pids(name) for name in netns):
+        time.sleep(0.2)
+    namespaces, interfaces = _netns(), _links()
+    commands = [f"netns del {name}" for name in netns if name in namespaces]
+    commands += [f"link del {link}" for link in links if link in interfaces]
+    why = ip_batch(commands, check=False).stderr.strip() if commands else ""
+    left = [f"netns {name}" for name in netns if name in _netns()] + [f"link {link}" for link in links
+                                                                      if link in _links()]
+    problems = [f"{thing}: {why or 'still there'}" for thing in left]
     for path in etc:
         p = Path(path)
         if p.parent == ETC_NETNS and p.exists():

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from ..podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
                        volume_files)
 from ..quantity import parse_quantity
+from . import images
 
 DEFAULT_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds
 
@@ -44,36 +45,45 @@ class Identity:
     groups: tuple[int, ...]
 
 
-def identity(pod_context: dict[str, Any] | None, container_context: dict[str, Any] | None) -> Identity | None:
+def identity(pod_context: dict[str, Any] | None, container_context: dict[str, Any] | None,
+             image_users: dict[int, "images.User"] | None = None) -> Identity | None:
     """The container's user as the kubelet and container runtime set it, or None for root.
 
     The container's securityContext overrides the pod's. Without `runAsGroup` the group is the
-    user's primary group in this machine's /etc/passwd (standing in for the image's), else 0. The
-    supplementary groups are the pod's `fsGroup` and `supplementalGroups` plus the user's groups in
-    /etc/group.
+    user's primary group in the image's /etc/passwd (`image_users`, for an image this run knows),
+    else in this machine's (standing in for the image's), else 0. The supplementary groups are the
+    pod's `fsGroup` and `supplementalGroups` plus the user's groups in this machine's /etc/group.
     """
     pod_context, container_context = pod_context or {}, container_context or {}
     uid = container_context.get("runAsUser", pod_context.get("runAsUser"))
     if uid is None or int(uid) == 0:
         return None
     uid = int(uid)
-    try:
-        account = pwd.getpwuid(uid)
-    except KeyError:
-        account = None
+    image_user = (image_users or {}).get(uid)
+    account = None
+    if image_user is None:
+        try:
+            account = pwd.getpwuid(uid)
+        except KeyError:
+            pass
     gid = container_context.get("runAsGroup", pod_context.get("runAsGroup"))
-    gid = int(gid) if gid is not None else (account.pw_gid if account else 0)
+    primary = image_user.gid if image_user else account.pw_gid if account else 0
+    gid = int(gid) if gid is not None else primary
     groups = [int(g) for g in ([pod_context["fsGroup"]] if pod_context.get("fsGroup") is not None else [])
               + list(pod_context.get("supplementalGroups") or [])]
-    if account:
+    if image_user:
+        groups.append(image_user.gid)
+    elif account:
         groups += os.getgrouplist(account.pw_name, gid)
     return Identity(uid, gid, tuple(dict.fromkeys(g for g in groups if g != gid)))
 
 
-def home_of(user: Identity | None) -> str | None:
-    """HOME as the container runtime sets it: the user's home in /etc/passwd, else `/`."""
+def home_of(user: Identity | None, image_users: dict[int, "images.User"] | None = None) -> str | None:
+    """HOME as the container runtime sets it: the user's home in the image's /etc/passwd, else `/`."""
     if user is None:
         return None
+    if user.uid in (image_users or {}):
+        return image_users[user.uid].home
     try:
         return pwd.getpwuid(user.uid).pw_dir
     except KeyError:
@@ -141,6 +151,7 @@ class PodSpec:
     mounts: list[MountSpec]
     grace_seconds: float
     fs_group: int | None = None  # the pod's securityContext.fsGroup: group owner of its volumes
+    image: images.Layer = field(default_factory=images.Layer)  # what its containers' images provide
 
 
 @dataclass
@@ -163,6 +174,7 @@ class Selection:
     jobs: list[JobSpec]
     skipped: list[tuple[str, str]]  # (job, why it does not run here)
     warnings: list[str]
+    images: list[str] = field(default_factory=list)  # what the pods get of the images they name
 
 
 def _pod_spec_of(job: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +250,27 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     index = ObjectIndex(objects)
     specs = [_job_spec(job, index) for job in runnable]
     warnings = _publish(specs, index)
-    return Selection(specs, skipped, warnings)
+    return Selection(specs, skipped, warnings, _image_notes(specs))
+
+
+def _containers(job: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = _pod_spec_of(job)
+    return list(spec.get("initContainers", [])) + list(spec.get("containers", []))
+
+
+def _image_notes(jobs: list[JobSpec]) -> list[str]:
+    """One line per image the runnable Jobs name that gives their pods something, with those Jobs."""
+    notes: dict[str, tuple[images.Image, list[str]]] = {}
+    for job in jobs:
+        containers = _containers(job.manifest)
+        commands = [tuple(map(str, (c.get("command") or []) + (c.get("args") or []))) for c in containers]
+        for image, facts in images.images_of([c.get("image") for c in containers], commands):
+            notes.setdefault(str(image), (facts, []))[1].append(job.name)
+    lines = []
+    for image, (facts, names) in notes.items():
+        lines.append(f"image {image} (Job{'s' if len(names) > 1 else ''} {', '.join(names)}): {facts.description}")
+        lines += [f"  {s.path}: {s.what}" for s in facts.stand_ins]
+    return lines
 
 
 def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
@@ -318,14 +350,23 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
     spec = _pod_spec_of(job.manifest)
     pod_name = f"{slot.hostname}-{suffix}"
     where = f"Job {job.name} container"
+    resolved_all = list(zip(spec.get("initContainers", []), view.init_containers)) + list(
+        zip(spec.get("containers", []), view.containers))
+    commands = [tuple(r.command) + tuple(r.args) for _, r in resolved_all]
+    image = images.layer([raw.get("image") for raw, _ in resolved_all], commands)
+    for stand_in in image.stand_ins:
+        if stand_in.missing() and any(stand_in.path in arg for argv in commands for arg in argv):
+            raise PlanError(f"Job {job.name} runs {stand_in.path}: {stand_in.what}, which needs {stand_in.needs} "
+                            f"(Debian package {stand_in.package}): apt-get install {stand_in.package}")
 
     def container(raw: dict[str, Any], resolved, kind) -> ContainerSpec:
         argv = list(resolved.command) + list(resolved.args)
         if not resolved.command:
             raise PlanError(f'{where} "{raw["name"]}" has no command: without its image, the image\'s entrypoint '
                             "cannot run here; give the container a command")
-        user = identity(spec.get("securityContext"), raw.get("securityContext"))
-        env = {**base_env(slot.hostname), **({"HOME": home_of(user)} if user else {}), **resolved.env}
+        user = identity(spec.get("securityContext"), raw.get("securityContext"), image.users)
+        home = {"HOME": home_of(user, image.users)} if user else {}
+        env = {**base_env(slot.hostname), **home, **image.env, **resolved.env}  # an image's ENV wins over its passwd
         if not job.indexed:
             env.pop("JOB_COMPLETION_INDEX", None)
         return ContainerSpec(name=raw["name"], kind=kind, argv=tuple(argv), env=env,
@@ -366,7 +407,7 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
         grace = min(grace, max_grace)
     return PodSpec(slot=slot, name=pod_name, containers=containers, volumes=volumes,
                    mounts=[m for m, _ in mounts.values()], grace_seconds=grace,
-                   fs_group=int(fs_group) if fs_group is not None else None)
+                   fs_group=int(fs_group) if fs_group is not None else None, image=image)
 
 
 def _volume(job: str, namespace: str, volume: dict[str, Any] | None, name: str, index: ObjectIndex) -> VolumeSpec:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
+from .output import Filter
 from .plan import ContainerSpec, PodSpec
 
 HOLDER = Path(__file__).with_name("_holder.py")
@@ -71,20 +72,34 @@ def exit_code(returncode: int) -> int:
 
 
 class LogPump(threading.Thread):
-    """Copies a container's output to its log file, and line by line to `echo` if given."""
+    """Copies a container's output to its log file, and line by line to `echo` if given, with the
+    kind of line it is if it is left out by default (`output.Filter`).
 
-    def __init__(self, stream: IO[bytes], log_path: Path, prefix: str, echo: Callable[[str], None] | None):
+    It also keeps the last line that is not left out: what the container reported.
+    """
+
+    def __init__(self, stream: IO[bytes], log_path: Path, prefix: str,
+                 echo: Callable[[str, str, str | None], None] | None):
         super().__init__(daemon=True)
         self.stream, self.log_path, self.prefix, self.echo = stream, log_path, prefix, echo
+        self.last = ""
 
     def run(self) -> None:
+        lines = Filter()
         with open(self.log_path, "ab") as log:
             for line in iter(self.stream.readline, b""):
                 log.write(line)
                 log.flush()
-                if self.echo:
-                    self.echo(f"{self.prefix}{line.decode(errors='replace').rstrip()}")
+                self._show(lines.feed(line.decode(errors="replace").rstrip()))
+        self._show(lines.end())
         self.stream.close()
+
+    def _show(self, lines: list[tuple[str, str | None]]) -> None:
+        for text, left_out in lines:
+            if text.strip() and not left_out:
+                self.last = text
+            if self.echo:
+                self.echo(self.prefix, text, left_out)
 
 
 @dataclass
@@ -141,6 +156,8 @@ class Sandbox:
             "scratch": str(self.scratch),
             "pivot_root": shutil.which("pivot_root") or "/sbin/pivot_root",
             "etc_files": {f"/etc/{name}": str(etc / name) for name in ("hosts", "resolv.conf", "hostname")},
+            "image": [{"path": e.path, "content": None if e.content is None else base64.b64encode(e.content).decode(),
+                       "mode": e.mode, "uid": e.uid, "gid": e.gid} for e in self.spec.image.entries],
             "volumes": volumes,
             "mounts": [{"volume": m.volume, "path": m.path, "sub_path": m.sub_path, "read_only": m.read_only}
                        for m in self.spec.mounts],
@@ -182,7 +199,8 @@ class Sandbox:
             raise SandboxError(f"the pod sandbox could not be set up: {message['error']}")
         self.holder_pid = int(message["pid"])
 
-    def run(self, container: ContainerSpec, echo: Callable[[str], None] | None, prefix: str) -> ContainerRun:
+    def run(self, container: ContainerSpec, echo: Callable[[str, str, str | None], None] | None,
+            prefix: str) -> ContainerRun:
         """Start a container: the pod's namespaces, the container's env and working directory."""
         log_path = self.log_dir / f"{container.name}.log"
         command = ["nsenter", "-t", str(self.holder_pid), "--net", "--mount", "--uts", "--ipc", "--pid", "--"]

@@ -74,18 +74,37 @@ def _host_state() -> dict:
     }
 
 
+def _remove_leftovers_of_dead_runs() -> list[str]:
+    """The networks and pod processes of runs whose run-local is gone (killed, or a crashed session)."""
+    from components.localrun.network import sweep_stale
+
+    return sweep_stale()
+
+
 @pytest.fixture(autouse=True)
 def leaves_nothing_behind(host_ready):
-    """Every run-local removes all it created, whatever the outcome."""
+    """Every test starts on a machine without leftovers of earlier runs, and leaves none.
+
+    Before the test, what runs that are gone left behind is removed. After it, runs the test started
+    and did not wait for are interrupted (they clean up after themselves); then the machine must be
+    back to its state from before the test. If it is not, the leftovers are removed so that they
+    cannot fail the next test, and this test fails naming them.
+    """
+    from e2e_support import CLEANUP_MARGIN, scaled, stop_started
+
+    _remove_leftovers_of_dead_runs()
     before = _host_state()
     yield
-    deadline = time.monotonic() + 5
+    unfinished = stop_started()
+    deadline = time.monotonic() + scaled(CLEANUP_MARGIN)  # a bound for a hang, on a busy machine
     after = _host_state()
     while after != before and time.monotonic() < deadline:
         time.sleep(0.2)
         after = _host_state()
     changed = {key: {"before": before[key], "after": after[key]} for key in before if before[key] != after[key]}
-    assert not changed, f"left behind on the host: {changed}"
+    if changed:
+        _remove_leftovers_of_dead_runs()
+    assert not unfinished and not changed, f"left behind: runs {unfinished}, on the host: {changed}"
 
 
 # --- the suite's own duration -------------------------------------------------------------------

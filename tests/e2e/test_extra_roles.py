@@ -20,7 +20,7 @@ def reports(run, tag: str) -> list[dict]:
 
 @pytest.mark.usefixtures("torch_ready")
 def test_volcano_scenario_world_size_counts_only_training_pods(tmp_path):
-    run = run_local(ROLES, "--stack", "volcano", "--timeout", "120", run_dir=tmp_path, timeout=180)
+    run = run_local(ROLES, "--stack", "volcano", run_dir=tmp_path, limit=120)
     assert run.returncode == 0, run.output
     ranks = sorted(reports(run, "E2E-RANK"), key=lambda r: r["rank"])
     assert [r["rank"] for r in ranks] == [0, 1, 2, 3], run.output
@@ -39,7 +39,7 @@ def test_volcano_scenario_world_size_counts_only_training_pods(tmp_path):
 
 
 def test_env_injection_gives_the_torch_env_to_named_sidecars_and_init_containers_only(tmp_path):
-    run = run_local(ROLES, "--stack", "sidecars", "--timeout", "60", run_dir=tmp_path, timeout=120)
+    run = run_local(ROLES, "--stack", "sidecars", run_dir=tmp_path, limit=60)
     assert run.returncode == 0, run.output
     seen = {(r["hostname"], r["container"]): r["env"] for r in reports(run, "E2E-ENV")}
     assert len(seen) == 8, run.output  # 2 pods x (node, warmup, metrics, logs)

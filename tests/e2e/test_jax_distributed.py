@@ -22,7 +22,7 @@ def reports(run, tag: str) -> list[dict]:
 
 
 def test_two_processes_initialize_from_the_env_and_sum_across_pods(tmp_path):
-    run = run_local(JAX, "--stack", "documented", "--timeout", "90", run_dir=tmp_path, timeout=150)
+    run = run_local(JAX, "--stack", "documented", run_dir=tmp_path, limit=90)
     assert run.returncode == 0, run.output
     seen = reports(run, "E2E-JAX")
     assert [r["process_index"] for r in seen] == [0, 1], run.output
@@ -36,7 +36,7 @@ def test_two_processes_initialize_from_the_env_and_sum_across_pods(tmp_path):
 
 
 def test_a_bare_initialize_fails_because_jax_reads_only_the_coordinator_address(tmp_path):
-    run = run_local(JAX, "--stack", "env-alone", "--timeout", "60", run_dir=tmp_path, timeout=120)
+    run = run_local(JAX, "--stack", "env-alone", run_dir=tmp_path, limit=60)
     assert run.returncode == 1, run.output
     failures = reports(run, "E2E-JAX-INIT-FAILED")
     assert failures, run.output

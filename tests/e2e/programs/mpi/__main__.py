@@ -2,8 +2,11 @@
 
 The stack config picks the MPI implementation, the number of hosts and slots, whether the launcher
 is one of the hosts, and who runs it: root with keys in /root/.ssh, or the unprivileged `mpiuser`
-with Kubeflow's layout (keys in /home/mpiuser/.ssh, sshd on port 2222 started from
-/home/mpiuser/.sshd_config, as in Kubeflow's runtime images). `mpi_venv` (given by the test) is a
+(uid 1000) with Kubeflow's layout (keys in /home/mpiuser/.ssh, sshd on port 2222 started from
+/home/mpiuser/.sshd_config). That user, its home and ~/.sshd_config are the `image`'s (one of
+mpi-operator's, or Kubeflow's runtime image for DeepSpeed and MLX), which run-local sets up in each pod
+as the image has them. The root jobs' image is unknown to run-local: their pods get only sshd's
+privilege separation directory, and the workers make their own host key. `mpi_venv` (given by the test) is a
 virtualenv holding mpi4py and, except for Debian's OpenMPI, the MPI itself; it comes first on the
 job's PATH as it would in an image. The script ships as a ConfigMap.
 
@@ -17,7 +20,6 @@ Worker faults for the lifecycle tests: `sshd_delay` starts every worker's sshd t
 late, `missing_index` makes that worker never start sshd.
 """
 
-import pwd
 from pathlib import Path
 
 import pulumi
@@ -39,9 +41,8 @@ missing_index = config.get_int("missing_index")
 venv = config.require("mpi_venv")
 
 
-def security_context() -> dict:
-    account = pwd.getpwnam(user)
-    return {"runAsUser": account.pw_uid, "runAsGroup": account.pw_gid, "fsGroup": account.pw_gid}
+# Kubeflow's runtimes run as their image's mpiuser.
+SECURITY_CONTEXT = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
 
 
 def sshd_command() -> list[str]:
@@ -53,8 +54,7 @@ def sshd_command() -> list[str]:
     if sshd_delay:
         steps.append(f"echo 'sshd starts in {sshd_delay}s'; sleep {sshd_delay}")
     if user == "root":
-        steps += ["mkdir -p /run/sshd",
-                  "ssh-keygen -q -t ed25519 -N '' -f /tmp/ssh_host_ed25519_key",
+        steps += ["ssh-keygen -q -t ed25519 -N '' -f /tmp/ssh_host_ed25519_key",
                   "exec /usr/sbin/sshd -De -o PidFile=/tmp/sshd.pid -o HostKey=/tmp/ssh_host_ed25519_key "
                   "-o StrictModes=no"]
     else:
@@ -63,7 +63,7 @@ def sshd_command() -> list[str]:
 
 
 def runtime() -> MpiRuntime:
-    pod = {} if user == "root" else {"security_context": security_context()}
+    pod = {} if user == "root" else {"security_context": SECURITY_CONTEXT}
     return MpiRuntime(
         name=f"e2e-{user}-sshd",
         launcher=PodTemplate(**pod),
@@ -77,7 +77,8 @@ def runtime() -> MpiRuntime:
 code = k8s.core.v1.ConfigMap(f"{name}-code", metadata={"name": f"{name}-code", "namespace": config.get("namespace")},
                              data={script: (HERE / script).read_text()})
 args = {
-    # Not pulled by run-local; a real cluster needs an image with the MPI, mpi4py and sshd set up like this machine.
+    # Not pulled by run-local; a real cluster needs an image with the MPI, mpi4py and sshd set up like this machine
+    # (the tests give mpi-operator's images for mpiuser).
     "image": config.get("image") or "localhost/trainjobs-e2e-mpi:latest",
     "num_nodes": config.require_int("num_nodes"),
     "num_proc_per_node": config.get_int("slots") or 1,
@@ -104,10 +105,7 @@ if config.get_bool("run_launcher_as_node") is not None:
 if kind == "MpiTrainJob":
     args["runtime"] = runtime()
 else:
-    del args["image"]  # the built-in runtime's
-    if user != "root":
-        # Kubeflow's built-in runtime as is; only its user id (1000 there) is this machine's mpiuser.
-        args["security_context"] = security_context()
+    del args["image"]  # Kubeflow's built-in runtime as is: its image, its user
 
 job = KINDS[kind](name, args, pulumi.ResourceOptions(depends_on=[code]))
 pulumi.export("hosts", job.hosts)

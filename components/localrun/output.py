@@ -1,0 +1,92 @@
+"""Which lines of the containers' output run-local leaves out of its console by default.
+
+The logs keep every line, and `--verbose` shows every line. Left out are sshd's per-connection
+messages (an MPI job logs in to every worker a few times: the launcher's wait, mpirun, the end
+notice) and messages known to be harmless, each with why.
+"""
+
+import re
+from typing import Iterable, Iterator
+
+
+def _any(patterns: list[str]) -> re.Pattern:
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+SSHD, HARMLESS = "sshd connection messages", "known harmless messages"  # what is left out, by kind
+
+# sshd -De, at its default log level
+_SSHD = _any([
+    r"Server listening on \S+ port \d+\.",
+    r"Accepted publickey for \S+ from \S+ port \d+ ssh2: .*",
+    r"Received disconnect from \S+ port \d+:\d+: disconnected by user",
+    r"Disconnected from user \S+ \S+ port \d+",
+    r"Connection closed by \S+ port \d+( \[preauth\])?",
+    r"Received signal 15; terminating\.",
+])
+_HARMLESS = _any([
+    # OpenMPI 4's mpirun in a container started in a session of its own: ssh stays in mpirun's process
+    # group, which changes nothing for the job.
+    r"\[[^\]]+\] plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=Permission denied\(13\)",
+    # gloo's reverse lookup of a peer: a pod's hosts file answers names, not IPv4-mapped addresses, which
+    # the cluster DNS would (docs/local-run.md, what is not emulated).
+    r".*\[c10d\] The hostname of the client socket cannot be retrieved\. err=-3",
+])
+
+# torchrun's exit barrier, reached only once every worker of the pod succeeded: when the agent
+# serving the rendezvous store has already exited, the others log a lost connection and a
+# traceback, then exit 0 all the same. A block starts with either message and goes on while its
+# lines are part of such a report; it is hidden only if it is that barrier's.
+_BLOCK_START = _any([
+    r"\[W\S+ \S+ TCPStore\.cpp:\d+\] \[c10d\] recvValueWithTimeout failed on SocketImpl\(.*\): Failed to recv, "
+    r"got 0 bytes\. Connection was likely closed\. Did the remote server shutdown or crash\?",
+    r"E\d{4} \S+ \d+ torch/distributed/elastic/agent/server/api\.py:\d+\] Error waiting on exit barrier\. .*",
+])
+_BLOCK_MORE = _any([
+    r"Exception raised from \S+ at .*",
+    r"frame #\d+: .*",
+    r"<omitting python frames>",
+    r"",
+    r"E\d{4} \S+ \d+ torch/distributed/elastic/agent/server/api\.py:\d+\] .*",
+])
+_BLOCK_HARMLESS = "] Error waiting on exit barrier. "
+
+
+def left_out(line: str) -> str | None:
+    """The kind of a single line run-local leaves out by default (SSHD, HARMLESS), else None."""
+    line = line.strip()
+    if _SSHD.fullmatch(line):
+        return SSHD
+    if _HARMLESS.fullmatch(line):
+        return HARMLESS
+    return None
+
+
+class Filter:
+    """Tells, line by line, which lines of one container's output are left out by default.
+
+    `feed` gives back (line, kind left out or None) pairs in order; lines that may belong to a
+    harmless block are held until the block ends (`end` at the end of the output).
+    """
+
+    def __init__(self) -> None:
+        self._held: list[str] = []
+
+    def feed(self, line: str) -> list[tuple[str, str | None]]:
+        ready: list[tuple[str, str | None]] = []
+        if self._held and _BLOCK_MORE.fullmatch(line.strip()) is None:
+            ready = self.end()
+        if self._held or _BLOCK_START.fullmatch(line.strip()):
+            self._held.append(line)
+            return ready
+        return ready + [(line, left_out(line))]
+
+    def end(self) -> list[tuple[str, str | None]]:
+        held, self._held = self._held, []
+        kind = HARMLESS if any(_BLOCK_HARMLESS in line for line in held) else None
+        return [(line, kind) for line in held]
+
+    def lines(self, lines: Iterable[str]) -> Iterator[tuple[str, str | None]]:
+        for line in lines:
+            yield from self.feed(line)
+        yield from self.end()
