@@ -10,10 +10,10 @@ import pulumi_tls as tls
 from pydantic import BaseModel
 
 from .args import is_deferred, parse_args
-from .core import TrainJobPlan
+from .core import TrainJobPlan, derive
 from .deferred import PLACEHOLDERS, Concat, Digest, GeneratedSSHKey, short_digest
 from .errors import Issue, TrainJobError
-from .outputs import JobOutputs
+from .family import Family
 from .naming import argument_value_problem
 
 PACKAGE = "trainjobs"
@@ -40,19 +40,18 @@ class TrainJobComponent(pulumi.ComponentResource):
     Kubernetes name (derived from the job name), parented to the component; the caller's
     options (provider, protect, aliases, depends_on) flow to the children.
 
-    A family subclass names its arguments model (`args_type`), its outputs model (`outputs_type`,
-    whose fields become the component's Pulumi outputs and schema) and its derivation (`derive`).
+    A component class names its family (components.family); the family's arguments model is the
+    component's arguments, and its outputs model's fields become the component's Pulumi outputs.
     """
 
     # Not annotated: Pulumi's schema inference reads every public annotation as an output.
-    args_type = BaseModel
-    outputs_type = JobOutputs
-    derive = None   # (name, args) -> TrainJobPlan
+    family = Family()   # each component class sets its own
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The outputs model's fields become `pulumi.Output[...]` annotations, which Pulumi's schema
         inference and the component provider read: one declaration gives attributes, outputs and schema."""
         super().__init_subclass__(**kwargs)
+        cls.args_type, cls.outputs_type = cls.family.args_type, cls.family.outputs_type
         own = dict(cls.__dict__.get("__annotations__", {}))
         own.update({name: pulumi.Output[field.annotation] for name, field in cls.outputs_type.model_fields.items()})
         cls.__annotations__ = own
@@ -63,7 +62,7 @@ class TrainJobComponent(pulumi.ComponentResource):
             raise TrainJobError(component, repr(name), [Issue("name", f"must be a string, got {type(name).__name__}: "
                                                                       "the job name names its Service, Jobs and pods")])
         parsed, deferred = _checked_when_resolved(component, name, parse_args(component, name, self.args_type, args))
-        plan = type(self).derive(name, parsed)
+        plan = derive(self.family, name, parsed)
         _claim_names(component, name, plan)
         super().__init__(f"{PACKAGE}:index:{component}", name, None, opts)
         self.args = parsed

@@ -10,11 +10,13 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from . import core
 from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
-from .errors import IssueCollector
+from .family import Family, Job, TrainingRole
+from .manifests import completion_index_env, container
+from .naming import job_name, pod_dns_name
 from .outputs import JobOutputs
+from .templates import effective_template, template_env, upsert_env
 
 ROLE = "node"
 COORDINATOR_PORT = 29500
@@ -64,35 +66,43 @@ RESERVED_ENV = {
 
 
 def coordinator_address(name: str) -> str:
-    return f"{core.pod_dns_name(name, ROLE, 0)}:{COORDINATOR_PORT}"
+    return f"{pod_dns_name(name, ROLE, 0)}:{COORDINATOR_PORT}"
 
 
-def derive_jax(name: str, args: JaxTrainJobArgs) -> core.TrainJobPlan:
-    """The objects of a JAX job, or TrainJobError listing every problem."""
-    issues = IssueCollector()
-    template = core.effective_template(args.runtime.node, args)
-    core.check_template(issues, template, ROLE)
-    core.check_reserved_env(issues, RESERVED_ENV, template)
-    derived = [
-        {"name": "JAX_NUM_PROCESSES", "value": str(args.num_nodes)},
-        {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
-        {"name": "JAX_COORDINATOR_ADDRESS", "value": coordinator_address(name)},
-    ]
-    env = core.upsert_env(core.template_env(template), derived)
-    node = core.container(template, env, ports=[{"containerPort": COORDINATOR_PORT}], extra_mounts=[])
-    return core.plan("JaxTrainJob", name, args, args.runtime, issues,
-                     [core.TrainingRole(ROLE, args.num_nodes, template, node)],
-                     outputs=JaxOutputs.model_construct(
-                         service_name=name, job_name=core.job_name(name, ROLE), namespace=args.namespace,
-                         coordinator_address=coordinator_address(name), num_processes=args.num_nodes))
+class JaxFamily(Family):
+    """One JAX process per pod of one Indexed Job, configured by JAX_* env as Kubeflow Trainer's JAX plugin."""
+
+    component = "JaxTrainJob"
+    args_type = JaxTrainJobArgs
+    outputs_type = JaxOutputs
+    reserved_env = RESERVED_ENV   # a deviation: Kubeflow lets user env override them silently
+
+    def roles(self, job: Job) -> list[TrainingRole]:
+        name, args = job.name, job.args
+        template = effective_template(args.runtime.node, args)
+        derived = [
+            {"name": "JAX_NUM_PROCESSES", "value": str(args.num_nodes)},
+            completion_index_env("JAX_PROCESS_ID"),
+            {"name": "JAX_COORDINATOR_ADDRESS", "value": coordinator_address(name)},
+        ]
+        env = upsert_env(template_env(template), derived)
+        node = container(template, env, ports=[{"containerPort": COORDINATOR_PORT}], extra_mounts=[])
+        return [TrainingRole(ROLE, args.num_nodes, template, node)]
+
+    def outputs(self, job: Job, roles: list[TrainingRole]) -> JaxOutputs:
+        name, args = job.name, job.args
+        return JaxOutputs.model_construct(service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace,
+                                          coordinator_address=coordinator_address(name),
+                                          num_processes=args.num_nodes)
+
+
+JAX = JaxFamily()
 
 
 class JaxTrainJob(TrainJobComponent):
     """Multi-process JAX on any cluster: headless Service `N` + Indexed Job `N-node-0`."""
 
-    args_type = JaxTrainJobArgs
-    outputs_type = JaxOutputs
-    derive = staticmethod(derive_jax)
+    family = JAX
 
     def __init__(self, name: str, args: JaxTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         """`args`: a JaxTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""

@@ -13,27 +13,32 @@ Lifecycle without an operator:
 """
 
 import enum
-import re
 import shlex
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import pulumi
 from pydantic import Field, field_validator
 
-from . import core
 from .apivalidation import MAX_ENV_STRING
 from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .deferred import GeneratedSSHKey, concat
-from .errors import IssueCollector
+from .family import Family, Job, TrainingRole
+from .manifests import container, metadata, object_labels
+from .naming import job_name, pod_dns_name
 from .outputs import JobOutputs
+from .resources import gpu_count
+from .scripts import script
+from .templates import overlay, template_env, upsert_env
 
-LAUNCHER, NODE = "launcher", "node"
+LAUNCHER, NODE, MPI_ROLE = "launcher", "node", "mpi"   # MPI_ROLE: the label role of the hostfile and key
 HOSTFILE_DIR = "/etc/mpi"
 HOSTFILE = f"{HOSTFILE_DIR}/hostfile"
 CONTROL_DIR = "/var/run/trainjobs"
 DEFAULT_SSHD = ["/usr/sbin/sshd", "-De"]
 MODE_OWNER_ONLY, MODE_GROUP_READ, MODE_PUBLIC, MODE_READ_ONLY = 0o600, 0o640, 0o644, 0o444
+
 
 class Implementation(str, enum.Enum):
     """The MPI implementation of the image: it decides the hostfile format and the launcher's env."""
@@ -242,46 +247,60 @@ def passes_x(argv: list[str]) -> bool:
     return False
 
 
-def launcher_env(implementation: str, slots: int, ssh: str, as_root: bool,
-                 forward: list[str] | None = None) -> list[dict[str, str]]:
-    """The launcher's MPI env: hostfile, slots and ssh options, for OpenMPI 4 (ORTE) and 5 (PRRTE) at once;
-    with OpenMPI, the names forwarded to every rank (`forward`, see forwarded_env) unless None."""
-    if implementation == "OpenMPI":
-        env = {
-            "OMPI_MCA_orte_default_hostfile": HOSTFILE,
-            "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
-            "OMPI_MCA_orte_set_default_slots": str(slots),
-            "OMPI_MCA_plm_rsh_args": ssh,
-            "PRTE_MCA_prte_default_hostfile": HOSTFILE,
-            "PRTE_MCA_prte_keep_fqdn_hostnames": "false",
-            "PRTE_MCA_prte_set_default_slots": str(slots),
-            "PRTE_MCA_plm_ssh_args": ssh,
-        }
-        if as_root:
-            env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
-        if forward is not None:
-            env[ENV_LIST] = ";".join(forward)
-    elif implementation == "IntelMPI":
-        env = {"I_MPI_HYDRA_HOST_FILE": HOSTFILE, "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": ssh,
-               "I_MPI_PERHOST": str(slots)}
-    else:
-        env = {"HYDRA_HOST_FILE": HOSTFILE, "HYDRA_LAUNCHER_EXTRA_ARGS": ssh}
-    return [{"name": k, "value": v} for k, v in env.items()]
+@dataclass(frozen=True)
+class MpiFlavor:
+    """What one MPI implementation needs from the job."""
+
+    hostfile_line: str
+    """One hostfile line, with {host} and {slots}."""
+    by_short_hostname: bool
+    """Hydra (Intel MPI, MPICH) connects back to the launcher by its short hostname: the hostfile names the
+    launcher that way, and the pods need the namespace's DNS search domain to resolve it."""
+    forwards_env: bool
+    """Whether the job's env is forwarded to every rank with OMPI_MCA_mca_base_env_list (OpenMPI)."""
+    launcher_env: Callable[[int, str, bool], dict[str, str]]
+    """(slots, ssh options, running as root) -> the launcher's env: hostfile, slots, ssh options."""
 
 
-RESERVED_ENV = {name: "the MPI policy (hostfile, slots, ssh options)" for name in (
-    "OMPI_MCA_orte_default_hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames", "OMPI_MCA_orte_set_default_slots",
-    "OMPI_MCA_plm_rsh_args", "PRTE_MCA_prte_default_hostfile", "PRTE_MCA_prte_keep_fqdn_hostnames",
-    "PRTE_MCA_prte_set_default_slots", "PRTE_MCA_plm_ssh_args", "OMPI_ALLOW_RUN_AS_ROOT",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "I_MPI_HYDRA_HOST_FILE", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS",
-    "I_MPI_PERHOST", "HYDRA_HOST_FILE", "HYDRA_LAUNCHER_EXTRA_ARGS")}
-RESERVED_ENV[ENV_LIST] = "the job's env (the names forwarded to every rank)"
+def _openmpi_env(slots: int, ssh: str, as_root: bool) -> dict[str, str]:
+    """OpenMPI 4 (ORTE) and 5 (PRRTE) at once, so a plain mpirun uses the hostfile on both."""
+    env = {
+        "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_orte_set_default_slots": str(slots),
+        "OMPI_MCA_plm_rsh_args": ssh,
+        "PRTE_MCA_prte_default_hostfile": HOSTFILE,
+        "PRTE_MCA_prte_keep_fqdn_hostnames": "false",
+        "PRTE_MCA_prte_set_default_slots": str(slots),
+        "PRTE_MCA_plm_ssh_args": ssh,
+    }
+    if as_root:
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    return env
 
 
-def hostfile(hosts: list[str], slots: int, implementation: str) -> str:
-    """One line per MPI host: OpenMPI `host slots=S`, Intel MPI and MPICH `host:S`."""
-    line = "{} slots={}" if implementation == "OpenMPI" else "{}:{}"
-    return "".join(line.format(host, slots) + "\n" for host in hosts)
+IMPLEMENTATIONS = {
+    Implementation.OPENMPI.value: MpiFlavor("{host} slots={slots}", by_short_hostname=False, forwards_env=True,
+                                            launcher_env=_openmpi_env),
+    Implementation.INTEL_MPI.value: MpiFlavor(
+        "{host}:{slots}", by_short_hostname=True, forwards_env=False,
+        launcher_env=lambda slots, ssh, as_root: {"I_MPI_HYDRA_HOST_FILE": HOSTFILE,
+                                                  "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": ssh,
+                                                  "I_MPI_PERHOST": str(slots)}),
+    Implementation.MPICH.value: MpiFlavor(
+        "{host}:{slots}", by_short_hostname=True, forwards_env=False,
+        launcher_env=lambda slots, ssh, as_root: {"HYDRA_HOST_FILE": HOSTFILE, "HYDRA_LAUNCHER_EXTRA_ARGS": ssh}),
+}
+
+# Every name any implementation's launcher env can hold (as root, with env forwarding).
+RESERVED_ENV = {**{name: "the MPI policy (hostfile, slots, ssh options)"
+                   for flavor in IMPLEMENTATIONS.values() for name in flavor.launcher_env(1, "", True)},
+                ENV_LIST: "the job's env (the names forwarded to every rank)"}
+
+
+def hostfile(hosts: list[str], slots: int, flavor: MpiFlavor) -> str:
+    """One line per MPI host, in the implementation's format."""
+    return "".join(flavor.hostfile_line.format(host=host, slots=slots) + "\n" for host in hosts)
 
 
 def _is_root(template: PodTemplate, mount_path: str) -> bool:
@@ -299,202 +318,186 @@ def ssh_volume(name: str, as_root: bool) -> dict[str, Any]:
     """
     private_mode = MODE_OWNER_ONLY if as_root else MODE_GROUP_READ
     return {"name": "mpi-ssh-auth", "secret": {
-        "secretName": f"{name}-mpi-ssh-auth", "defaultMode": 0o400,
+        "secretName": ssh_secret_name(name), "defaultMode": 0o400,
         "items": [{"key": "ssh-privatekey", "path": "id_rsa", "mode": private_mode},
                   {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": MODE_PUBLIC},
                   {"key": "ssh-publickey", "path": "authorized_keys", "mode": MODE_PUBLIC}]}}
 
 
-_WAIT_FOR_HOSTS = r"""
-timeout=$1; deadline=$(( $(date +%s) + $1 )); shift; ssh_opts=$1; shift; self=$1; shift
-pending="$*"; reachable=""
-while :; do
-  left=""; why=""
-  for h in $pending; do
-    if ! getent hosts "$h" >/dev/null; then
-      left="$left $h"; why="$why
-  $h: the name does not resolve"; continue
-    fi
-    [ "$h" = "$self" ] && continue
-    # One connection attempt per round (the first -o given wins), so the deadline holds.
-    if out=$(ssh -o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" true </dev/null 2>&1 >/dev/null); then
-      reachable="$reachable $h"
-    else
-      left="$left $h"; why="$why
-  $h: $(printf '%s\n' "${out:-no SSH login}" | tail -n 1)"
-    fi
-  done
-  pending=$left
-  [ -z "$pending" ] && break
-  if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "MPI hosts not reachable within ${timeout}s:$pending$why" >&2
-    for h in $reachable; do  # the job is over: the workers that came up end their pods too
-      ssh -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" "echo 1 > __CONTROL__/exit-code" </dev/null >/dev/null 2>&1 &
-    done
-    wait; exit 1
-  fi
-  sleep 1
-done
-echo "all MPI hosts reachable"
-""".strip().replace("__CONTROL__", CONTROL_DIR)
+@dataclass(frozen=True)
+class _Layout:
+    """An MPI job's hosts and settings, worked out once for every hook."""
 
-_LAUNCHER_EPILOGUE = r"""
-ssh_opts=$1; shift; workers=$1; shift
-"$@" & child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT
-rc=0; while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
-for h in $workers; do
-  { ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=10 "$h" "echo $rc > __CONTROL__/exit-code" </dev/null \
-      || echo "could not tell $h that the launcher finished" >&2; } &
-done
-wait
-exit $rc
-""".strip().replace("__CONTROL__", CONTROL_DIR)
-
-_NODE_WRAPPER = r"""
-"$@" & sshd=$!
-while kill -0 "$sshd" 2>/dev/null; do
-  if [ -s __CONTROL__/exit-code ]; then
-    code=$(cat __CONTROL__/exit-code)
-    echo "the MPI launcher finished with exit code $code: stopping sshd" >&2
-    [ "$code" = 0 ] || sleep 3  # a failure: end after the launcher, whose own failure says what happened
-    kill "$sshd"; exit "$code"
-  fi
-  sleep 1
-done
-echo "sshd exited before the launcher finished" >&2; exit 1
-""".strip().replace("__CONTROL__", CONTROL_DIR)
+    flavor: MpiFlavor
+    implementation: str
+    launcher_is_node: bool
+    mount: str
+    as_root: bool
+    node_pods: int
+    slots: int
+    hosts: list[str]
+    launcher_host: str
+    workers: list[str]
+    ssh: str
 
 
-def derive_mpi(name: str, args: MpiTrainJobArgs, component: str = "MpiTrainJob") -> core.TrainJobPlan:
-    """Every object of an MPI job, or TrainJobError listing every problem."""
+class MpiFamily(Family):
+    """mpirun over SSH from a launcher pod to sshd node pods, as Kubeflow Trainer's MPI plugin and the MPI
+    Operator derive it, for OpenMPI 4 and 5, Intel MPI and MPICH."""
+
+    outputs_type = MpiOutputs
+    roles_used = (LAUNCHER, NODE, MPI_ROLE)
+    reserved_env = RESERVED_ENV
+
+    def __init__(self, component: str, args_type: type[MpiTrainJobArgs]) -> None:
+        self.component, self.args_type = component, args_type
+
+    def roles(self, job: Job) -> list[TrainingRole]:
+        name, args, runtime = job.name, job.args, job.runtime
+        launcher_is_node = runtime.run_launcher_as_node if args.run_launcher_as_node is None else args.run_launcher_as_node
+        overrides = args.template_overrides()
+        launcher_overrides = overrides if launcher_is_node else overrides.model_copy(update={"resources": None})
+        launcher = overlay(runtime.launcher or PodTemplate(), launcher_overrides)
+        node_base = runtime.node or PodTemplate(command=DEFAULT_SSHD)
+        node = overlay(node_base, overrides.model_copy(update={"command": node_base.command or DEFAULT_SSHD,
+                                                                "args": node_base.args}))
+        layout = _layout(name, args, launcher, node, launcher_is_node)
+        job.derived["layout"] = layout
+        dns_config = ({"searches": [concat(f"{name}.", args.namespace, f".svc.{args.cluster_domain}")]}
+                      if args.namespace is not None else None)
+        key_volume = ssh_volume(name, layout.as_root)
+        key_mount = {"name": "mpi-ssh-auth", "mountPath": layout.mount, "readOnly": True}
+        hostfile_volume = {"name": "mpi-hostfile", "configMap": {
+            "name": hostfile_name(name), "items": [{"key": "hostfile", "path": "hostfile", "mode": MODE_READ_ONLY}]}}
+        hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
+
+        env = layout.flavor.launcher_env(layout.slots, layout.ssh, layout.as_root)
+        if layout.flavor.forwards_env and not passes_x([*(launcher.command or []), *(launcher.args or [])]):
+            forward = forwarded_env(launcher.env)
+            env[ENV_LIST] = ";".join(forward)
+            if (size := forwarded_length(forward, launcher.env)) >= MAX_ENV_STRING:
+                job.issues.add("env", f"{ENV_LIST} (the job's env forwarded to every rank, values with `=` in full) "
+                                      f"would be {size} bytes, over the {MAX_ENV_STRING - 1} Linux allows one variable")
+        launcher_command = ["/bin/sh", "-c", script("mpi-launcher"), "mpi-launcher", CONTROL_DIR, layout.ssh,
+                            " ".join(layout.workers), *(launcher.command or []), *(launcher.args or [])]
+        launcher_container = container(
+            launcher.model_copy(update={"command": launcher_command, "args": None}),
+            upsert_env(template_env(launcher), [{"name": k, "value": v} for k, v in env.items()]),
+            ports=[], extra_mounts=[key_mount, hostfile_mount])
+        wait = {
+            "name": "wait-for-hosts", "image": launcher.image,
+            "command": ["/bin/sh", "-c", script("wait-for-hosts"), "wait-for-hosts", CONTROL_DIR,
+                        str(args.launcher_wait_timeout_seconds), layout.ssh, layout.launcher_host, *layout.hosts],
+            "volumeMounts": [key_mount, hostfile_mount],
+        }
+        if launcher.container_security_context:
+            wait["securityContext"] = launcher.container_security_context
+        roles = [TrainingRole(LAUNCHER, 1, launcher, launcher_container, extra_volumes=(key_volume, hostfile_volume),
+                              init_containers=(wait,), dns_config=dns_config)]
+        if layout.node_pods:
+            control_volume = {"name": "mpi-control", "emptyDir": {}}
+            control_mount = {"name": "mpi-control", "mountPath": CONTROL_DIR}
+            node_command = ["/bin/sh", "-c", script("mpi-node"), "mpi-node", CONTROL_DIR, *node.command,
+                            *(node.args or [])]
+            node_container = container(
+                node.model_copy(update={"command": node_command, "args": None}), template_env(node),
+                ports=[{"containerPort": runtime.ssh_port, "name": "ssh"}], extra_mounts=[key_mount, control_mount])
+            node_container["readinessProbe"] = {"tcpSocket": {"port": runtime.ssh_port}, "periodSeconds": 2}
+            roles.append(TrainingRole(NODE, layout.node_pods, node, node_container,
+                                      extra_volumes=(key_volume, control_volume), dns_config=dns_config))
+        return roles
+
+    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+        name, args, runtime, issues = job.name, job.args, job.runtime, job.issues
+        layout: _Layout = job.derived["layout"]
+        launcher = roles[0].template
+        if args.num_nodes >= 2 and layout.launcher_is_node and (runtime.launcher is None or runtime.node is None):
+            missing = " and ".join(r for r, t in ((LAUNCHER, runtime.launcher), (NODE, runtime.node)) if t is None)
+            issues.add("num_nodes", "must have 1 when MPI runtime with enabled run_launcher_as_node does not have "
+                                    f"either launcher and node: runtime \"{runtime.name}\" has no {missing} template, "
+                                    "and with the launcher as a node, more than one host needs both")
+        if not launcher.command:
+            issues.add("command", "the launcher needs a command, e.g. [mpirun, python, train.py]")
+        fs_group = (launcher.security_context or {}).get("fsGroup")
+        if not layout.as_root and not fs_group:
+            issues.add("security_context", "a non-root MPI job needs security_context.fsGroup so its user can read "
+                                           f"the SSH key mounted at {layout.mount}")
+        if layout.as_root and fs_group is not None:
+            issues.add("security_context", "an MPI job running as root must not set security_context.fsGroup: the "
+                                           f"kubelet then makes the private key at {layout.mount}/id_rsa "
+                                           "group-readable (0640) and OpenSSH refuses a key its owner's group can "
+                                           "read; run as a non-root user (runAsUser) or drop fsGroup")
+        if layout.flavor.by_short_hostname and args.namespace is None:
+            issues.add("namespace", f"{layout.implementation} connects back to the launcher by its short hostname; "
+                                    f"set namespace so pods get the DNS search domain "
+                                    f"{name}.<namespace>.svc.{args.cluster_domain}")
+
+    def objects(self, job: Job, roles: list[TrainingRole]) -> list[dict[str, Any]]:
+        name, args, runtime = job.name, job.args, job.runtime
+        layout: _Layout = job.derived["layout"]
+        annotations = {**runtime.annotations, **args.annotations}
+        labels = object_labels(name, MPI_ROLE, runtime, args)
+        key = f"{name}-ssh-key"
+        secret = {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
+            "metadata": metadata(ssh_secret_name(name), args.namespace, labels, annotations),
+            "stringData": {"ssh-privatekey": GeneratedSSHKey(key, "private", args.ssh_key_algorithm),
+                           "ssh-publickey": GeneratedSSHKey(key, "public", args.ssh_key_algorithm)},
+        }
+        config_map = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(hostfile_name(name), args.namespace, labels, annotations),
+            "data": {"hostfile": hostfile(layout.hosts, layout.slots, layout.flavor)},
+        }
+        return [secret, config_map]
+
+    def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
+        return {hostfile_name(job.name): {("data",): "num_nodes"}}
+
+    def outputs(self, job: Job, roles: list[TrainingRole]) -> MpiOutputs:
+        name, args = job.name, job.args
+        layout: _Layout = job.derived["layout"]
+        return MpiOutputs.model_construct(
+            service_name=name, job_name=job_name(name, LAUNCHER), namespace=args.namespace,
+            node_job_name=job_name(name, NODE) if layout.node_pods else None, hosts=layout.hosts, slots=layout.slots,
+            num_nodes=args.num_nodes, mpi_implementation=layout.implementation, ssh_secret_name=ssh_secret_name(name))
+
+
+def hostfile_name(name: str) -> str:
+    return f"{name}-mpi-hostfile"
+
+
+def ssh_secret_name(name: str) -> str:
+    return f"{name}-mpi-ssh-auth"
+
+
+def _layout(name: str, args: MpiTrainJobArgs, launcher: PodTemplate, node: PodTemplate,
+            launcher_is_node: bool) -> _Layout:
     runtime = args.runtime
-    issues = IssueCollector()
     implementation = args.mpi_implementation or runtime.mpi_implementation
-    launcher_is_node = runtime.run_launcher_as_node if args.run_launcher_as_node is None else args.run_launcher_as_node
+    flavor = IMPLEMENTATIONS[implementation]
     mount = args.ssh_auth_mount_path or runtime.ssh_auth_mount_path
     node_pods = args.num_nodes - 1 if launcher_is_node else args.num_nodes
-
-    if args.num_nodes >= 2 and launcher_is_node and (runtime.launcher is None or runtime.node is None):
-        missing = " and ".join(r for r, t in ((LAUNCHER, runtime.launcher), (NODE, runtime.node)) if t is None)
-        issues.add("num_nodes", "must have 1 when MPI runtime with enabled run_launcher_as_node does not have "
-                                f"either launcher and node: runtime \"{runtime.name}\" has no {missing} template, "
-                                "and with the launcher as a node, more than one host needs both")
-
-    overrides = args.template_overrides()
-    launcher_overrides = overrides if launcher_is_node else overrides.model_copy(update={"resources": None})
-    launcher = core.overlay(runtime.launcher or PodTemplate(), launcher_overrides)
-    node_base = runtime.node or PodTemplate(command=DEFAULT_SSHD)
-    node = core.overlay(node_base, overrides.model_copy(update={"command": node_base.command or DEFAULT_SSHD,
-                                                               "args": node_base.args}))
-
-    core.check_template(issues, launcher, LAUNCHER)
-    if node_pods:
-        core.check_template(issues, node, NODE)
-    if not launcher.command:
-        issues.add("command", "the launcher needs a command, e.g. [mpirun, python, train.py]")
-    core.check_reserved_env(issues, RESERVED_ENV, launcher, node)
-    as_root = _is_root(launcher, mount)
-    if not as_root and not (launcher.security_context or {}).get("fsGroup"):
-        issues.add("security_context", f"a non-root MPI job needs security_context.fsGroup so its user can read the "
-                                       f"SSH key mounted at {mount}")
-    if as_root and (launcher.security_context or {}).get("fsGroup") is not None:
-        issues.add("security_context", f"an MPI job running as root must not set security_context.fsGroup: the "
-                                       f"kubelet then makes the private key at {mount}/id_rsa group-readable (0640) "
-                                       "and OpenSSH refuses a key its owner's group can read; run as a non-root "
-                                       "user (runAsUser) or drop fsGroup")
-    if implementation != "OpenMPI" and args.namespace is None:
-        issues.add("namespace", f"{implementation} connects back to the launcher by its short hostname; set namespace "
-                                f"so pods get the DNS search domain {name}.<namespace>.svc.{args.cluster_domain}")
-
     slots = args.num_proc_per_node or runtime.num_proc_per_node
     if args.num_proc_per_node is None and slots == 1:
-        gpus = core.gpu_count((node if node_pods else launcher).resources)
+        gpus = gpu_count((node if node_pods else launcher).resources)
         slots = gpus if gpus > 1 else 1
-
-    hosts = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
-    launcher_host = core.pod_dns_name(name, LAUNCHER, 0)
-    if implementation != "OpenMPI":
+    workers = [pod_dns_name(name, NODE, i) for i in range(node_pods)]
+    launcher_host = pod_dns_name(name, LAUNCHER, 0)
+    if flavor.by_short_hostname:
         # Intel MPI's Hydra starts its proxy on the launcher itself only when the hostfile names it as
         # gethostname() does; with `N-launcher-0-0.N` it ssh's to itself, where no sshd runs (MPICH
         # accepts either). The bare name resolves on the workers through the pods' DNS search domain.
         launcher_host = launcher_host.split(".")[0]
-    if launcher_is_node:
-        hosts.append(launcher_host)
-    workers = [core.pod_dns_name(name, NODE, i) for i in range(node_pods)]
-    ssh = ssh_args(mount, runtime.ssh_port)
-    dns_config = ({"searches": [concat(f"{name}.", args.namespace, f".svc.{args.cluster_domain}")]}
-                  if args.namespace is not None else None)
-
-    key_volume = ssh_volume(name, as_root)
-    key_mount = {"name": "mpi-ssh-auth", "mountPath": mount, "readOnly": True}
-    hostfile_volume = {"name": "mpi-hostfile", "configMap": {
-        "name": f"{name}-mpi-hostfile", "items": [{"key": "hostfile", "path": "hostfile", "mode": MODE_READ_ONLY}]}}
-    hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
-
-    forward = None
-    if implementation == "OpenMPI" and not passes_x([*(launcher.command or []), *(launcher.args or [])]):
-        forward = forwarded_env(launcher.env)
-        if (size := forwarded_length(forward, launcher.env)) >= MAX_ENV_STRING:
-            issues.add("env", f"{ENV_LIST} (the job's env forwarded to every rank, values with `=` in full) would "
-                              f"be {size} bytes, over the {MAX_ENV_STRING - 1} Linux allows one variable")
-
-    launcher_command = ["/bin/sh", "-c", _LAUNCHER_EPILOGUE, "mpi-launcher", ssh, " ".join(workers),
-                        *(launcher.command or []), *(launcher.args or [])]
-    launcher_container = core.container(
-        launcher.model_copy(update={"command": launcher_command, "args": None}),
-        core.upsert_env(core.template_env(launcher), launcher_env(implementation, slots, ssh, as_root, forward)),
-        ports=[], extra_mounts=[key_mount, hostfile_mount])
-    wait = {
-        "name": "wait-for-hosts", "image": launcher.image,
-        "command": ["/bin/sh", "-c", _WAIT_FOR_HOSTS, "wait-for-hosts", str(args.launcher_wait_timeout_seconds),
-                    ssh, launcher_host, *hosts],
-        "volumeMounts": [key_mount, hostfile_mount],
-    }
-    if launcher.container_security_context:
-        wait["securityContext"] = launcher.container_security_context
-
-    secret = {
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
-        "metadata": core.metadata(f"{name}-mpi-ssh-auth", args.namespace, core.object_labels(name, "mpi", runtime, args),
-                                  {**runtime.annotations, **args.annotations}),
-        "stringData": {"ssh-privatekey": GeneratedSSHKey(f"{name}-ssh-key", "private", args.ssh_key_algorithm),
-                       "ssh-publickey": GeneratedSSHKey(f"{name}-ssh-key", "public", args.ssh_key_algorithm)},
-    }
-    config_map = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": core.metadata(f"{name}-mpi-hostfile", args.namespace, core.object_labels(name, "mpi", runtime, args),
-                                  {**runtime.annotations, **args.annotations}),
-        "data": {"hostfile": hostfile(hosts, slots, implementation)},
-    }
-    roles = [core.TrainingRole(LAUNCHER, 1, launcher, launcher_container, extra_volumes=(key_volume, hostfile_volume),
-                               init_containers=(wait,), dns_config=dns_config)]
-    if node_pods:
-        control_volume = {"name": "mpi-control", "emptyDir": {}}
-        control_mount = {"name": "mpi-control", "mountPath": CONTROL_DIR}
-        node_command = ["/bin/sh", "-c", _NODE_WRAPPER, "mpi-node", *node.command, *(node.args or [])]
-        node_container = core.container(
-            node.model_copy(update={"command": node_command, "args": None}), core.template_env(node),
-            ports=[{"containerPort": runtime.ssh_port, "name": "ssh"}], extra_mounts=[key_mount, control_mount])
-        node_container["readinessProbe"] = {"tcpSocket": {"port": runtime.ssh_port}, "periodSeconds": 2}
-        roles.append(core.TrainingRole(NODE, node_pods, node, node_container,
-                                       extra_volumes=(key_volume, control_volume), dns_config=dns_config))
-    return core.plan(
-        component, name, args, runtime, issues, roles, objects=[secret, config_map],
-        object_arguments={config_map["metadata"]["name"]: {("data",): "num_nodes"}},
-        outputs=MpiOutputs.model_construct(
-            service_name=name, job_name=core.job_name(name, LAUNCHER), namespace=args.namespace,
-            node_job_name=core.job_name(name, NODE) if node_pods else None, hosts=hosts, slots=slots,
-            num_nodes=args.num_nodes, mpi_implementation=implementation, ssh_secret_name=f"{name}-mpi-ssh-auth"),
-    )
+    hosts = [*workers, launcher_host] if launcher_is_node else list(workers)
+    return _Layout(flavor, implementation, launcher_is_node, mount, _is_root(launcher, mount), node_pods, slots,
+                   hosts, launcher_host, workers, ssh_args(mount, runtime.ssh_port))
 
 
 class MpiTrainJob(TrainJobComponent):
     """mpirun over SSH on any cluster: launcher Job, sshd node Job, hostfile, SSH key pair."""
 
-    args_type = MpiTrainJobArgs
-    outputs_type = MpiOutputs
-    derive = staticmethod(derive_mpi)
+    family = MpiFamily("MpiTrainJob", MpiTrainJobArgs)
 
     def __init__(self, name: str, args: MpiTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         """`args`: an MpiTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
@@ -504,9 +507,7 @@ class MpiTrainJob(TrainJobComponent):
 class DeepSpeedTrainJob(TrainJobComponent):
     """DeepSpeed over MPI; defaults to Kubeflow's `deepspeed-distributed` runtime (launcher as a node)."""
 
-    args_type = DeepSpeedTrainJobArgs
-    outputs_type = MpiOutputs
-    derive = staticmethod(lambda name, args: derive_mpi(name, args, "DeepSpeedTrainJob"))
+    family = MpiFamily("DeepSpeedTrainJob", DeepSpeedTrainJobArgs)
 
     def __init__(self, name: str, args: DeepSpeedTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         """`args`: a DeepSpeedTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""
@@ -516,9 +517,7 @@ class DeepSpeedTrainJob(TrainJobComponent):
 class MlxTrainJob(TrainJobComponent):
     """MLX over MPI; defaults to Kubeflow's `mlx-distributed` runtime (launcher as a node)."""
 
-    args_type = MlxTrainJobArgs
-    outputs_type = MpiOutputs
-    derive = staticmethod(lambda name, args: derive_mpi(name, args, "MlxTrainJob"))
+    family = MpiFamily("MlxTrainJob", MlxTrainJobArgs)
 
     def __init__(self, name: str, args: MlxTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         """`args`: an MlxTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""

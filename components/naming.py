@@ -5,9 +5,11 @@ Patterns are matched whole (`fullmatch`): `$` would also accept a value ending i
 
 import re
 
-from .errors import shown
+from .errors import IssueCollector, shown
 
 MAX_DNS_LABEL = 63
+CLUSTER_DOMAIN = "cluster.local"   # Kubernetes' default cluster DNS domain
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"   # set on every Indexed Job pod
 MAX_DNS_SUBDOMAIN = 253
 _RFC1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -129,3 +131,27 @@ def argument_value_problem(field: str, value: object) -> str | None:
     if not isinstance(value, str):
         return f"expected a string, got {type(value).__name__}"
     return rule(value)
+
+
+def check_plain(issues: IssueCollector, field: str, value: object, path: str | None = None) -> None:
+    """The argument's rule on a value known now; a value that arrives as an Output is checked with the
+    same rule when it resolves (see the component)."""
+    if isinstance(value, str):
+        problem = argument_value_problem(field, value)
+        if problem:
+            issues.add(path or field, problem)
+
+
+def job_name(train_job: str, role: str) -> str:
+    """The Indexed Job of a role: `<N>-<role>-0`, as Kubeflow's JobSet names it."""
+    return f"{train_job}-{role}-0"
+
+
+def pod_hostname(train_job: str, role: str, index: int) -> str:
+    """Kubernetes names an Indexed Job's pod hostnames `<job>-<index>`."""
+    return f"{job_name(train_job, role)}-{index}"
+
+
+def pod_dns_name(train_job: str, role: str, index: int) -> str:
+    """The pod's name through the headless Service `N`: `<N>-<role>-0-<index>.<N>`."""
+    return f"{pod_hostname(train_job, role, index)}.{train_job}"

@@ -1,23 +1,20 @@
 """Strict YAML for everything a user writes: `--config` values, `Pulumi.yaml`, `Pulumi.<stack>.yaml`.
 
-The loader reads YAML 1.2's core schema: only `true`/`false` are booleans and only `null`/`~`/nothing
-is null, so YAML 1.1's `yes`/`no`/`on`/`off`/`y`/`n` stay strings, `010` is ten and `1:30` is a
-string; a field expecting a number then reports the word as not a number instead of reading 1.
-(`pulumi up` reads stack files as YAML 1.1; docs/stack-config.md says what to quote so both agree.)
-It builds plain JSON data only (string keys; no dates, sets or binary), since Pulumi passes
-structured config to the program as JSON. A key given twice in one mapping is an error, not
-last-wins; merge keys (`<<: *anchor`) still let explicit keys override merged ones.
+Scalars are read as `pulumi up` reads stack files (YAML 1.1): `yes`/`no`/`on`/`off` are booleans and
+`0600` is octal, so a render shows what a deployment gets; a boolean where a number belongs is then
+refused by the arguments' own check, naming the field. It builds plain JSON data only (string keys;
+dates stay strings; no sets or binary), since Pulumi passes structured config to the program as JSON.
+A key given twice in one mapping is an error, not last-wins; merge keys (`<<: *anchor`) still let
+explicit keys override merged ones.
 """
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
 
-_MAP, _SEQ, _STR = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 
 
@@ -25,32 +22,29 @@ class ConfigError(ValueError):
     """A `--config` value, a project file or a stack file that cannot be used as written."""
 
 
-def _int(text: str) -> int:
-    sign, digits = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
-    base = {"0o": 8, "0x": 16}.get(digits[:2], 10)
-    return sign * int(digits[2:] if base != 10 else digits, base)
+_SCALARS = tuple(f"tag:yaml.org,2002:{kind}" for kind in ("null", "bool", "int", "float"))
 
 
-def _float(text: str) -> float:
-    lowered = text.lower()
-    if lowered.endswith(".inf"):
-        return float("-inf") if lowered.startswith("-") else float("inf")
-    return float("nan") if lowered == ".nan" else float(text)
-
-
-# YAML 1.2 core schema: tag -> (plain scalars it matches, their value, the characters they can start with).
-_CORE = {
-    "tag:yaml.org,2002:null": (r"~|null|Null|NULL|", lambda _: None, ["~", "n", "N", ""]),
-    "tag:yaml.org,2002:bool": (r"true|True|TRUE|false|False|FALSE", lambda t: t[0] in "tT", list("tTfF")),
-    "tag:yaml.org,2002:int": (r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", _int, list("-+0123456789")),
-    "tag:yaml.org,2002:float": (r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
-                                r"|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)", _float, list("-+.0123456789")),
-}
+def _checked(construct):
+    """A scalar constructor whose refusal of an explicitly tagged value (`!!int abc`) is a marked error."""
+    def checked(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        try:
+            return construct(loader, node)
+        except (ValueError, KeyError):
+            raise ConstructorError(None, None, f"{node.value!r} is not a valid !!{node.tag.rsplit(':', 1)[1]}",
+                                   node.start_mark) from None
+    return checked
 
 
 class _StrictLoader(yaml.SafeLoader):
-    yaml_implicit_resolvers: dict = {}
-    yaml_constructors: dict = {}
+    # YAML 1.1's plain scalars as the safe loader resolves them; dates and `=` stay strings.
+    yaml_implicit_resolvers = {first: [(tag, regexp) for tag, regexp in resolvers if tag in (*_SCALARS, _MERGE)]
+                               for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    yaml_constructors = {
+        **{tag: _checked(yaml.SafeLoader.yaml_constructors[tag]) for tag in _SCALARS},
+        **{tag: yaml.SafeLoader.yaml_constructors[tag] for tag in
+           ("tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")},
+    }
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         """A mapping whose keys are strings, each given once; ConstructorError marking the first that is not."""
@@ -80,23 +74,6 @@ class _StrictLoader(yaml.SafeLoader):
                                "lists and mappings", node.start_mark)
 
 
-def _scalar_constructor(tag: str, pattern: re.Pattern, convert):
-    def construct(loader: _StrictLoader, node: yaml.Node) -> Any:
-        text = loader.construct_scalar(node)
-        if not pattern.fullmatch(text):
-            raise ConstructorError(None, None, f"{text!r} is not a valid !!{tag.rsplit(':', 1)[1]}", node.start_mark)
-        return convert(text)
-    return construct
-
-
-for _tag, (_pattern, _convert, _starts) in _CORE.items():
-    _compiled = re.compile(_pattern)
-    _StrictLoader.add_implicit_resolver(_tag, re.compile(f"^(?:{_pattern})$"), _starts)
-    _StrictLoader.add_constructor(_tag, _scalar_constructor(_tag, _compiled, _convert))
-_StrictLoader.add_implicit_resolver(_MERGE, re.compile(r"^<<$"), ["<"])
-_StrictLoader.add_constructor(_STR, yaml.SafeLoader.construct_yaml_str)
-_StrictLoader.add_constructor(_SEQ, yaml.SafeLoader.construct_yaml_seq)
-_StrictLoader.add_constructor(_MAP, yaml.SafeLoader.construct_yaml_map)
 _StrictLoader.add_constructor(None, _StrictLoader.construct_undefined)
 
 

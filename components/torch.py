@@ -10,12 +10,16 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from . import core
 from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .errors import IssueCollector
+from .family import Family, Job, TrainingRole
+from .manifests import completion_index_env, container
+from .naming import job_name, pod_dns_name
 from .outputs import JobOutputs
 from .quantity import ceil_value, parse_quantity
+from .resources import gpu_count
+from .templates import effective_template, template_env, upsert_env
 
 ROLE = "node"
 TRAINER_PORT = 29500
@@ -99,16 +103,18 @@ class TorchOutputs(JobOutputs):
     """PET_NPROC_PER_NODE as resolved: a whole number, or "auto" on GPU pods."""
 
 
-# Derived variables, each with the argument that controls it (for the reserved-env error).
-RESERVED_ENV = {
+# Derived variables, each with the argument that sets it instead (for the reserved-env error).
+PET_ENV = {
     "PET_NNODES": "num_nodes",
     "PET_NPROC_PER_NODE": "num_proc_per_node",
     "PET_NODE_RANK": "each pod's completion index",
     "PET_MASTER_ADDR": "the job name (pod 0 of the node Job)",
     "PET_MASTER_PORT": f"the trainer port {TRAINER_PORT}",
-    "PET_RDZV_BACKEND": "rendezvous",
-    "PET_RDZV_ENDPOINT": "rendezvous and the job name",
+    "PET_RDZV_BACKEND": "the job's rendezvous",
+    "PET_RDZV_ENDPOINT": "the job's rendezvous and name",
     "PET_RDZV_ID": "the job name",
+}
+PROCESS_PER_POD_ENV = {
     "MASTER_ADDR": "the job name (pod 0 of the node Job)",
     "MASTER_PORT": f"the trainer port {TRAINER_PORT}",
     "WORLD_SIZE": "num_nodes (one process per pod)",
@@ -125,7 +131,7 @@ def resolve_num_proc_per_node(requested: int | str, resources: Resources | None)
     """
     if requested != "auto":
         return str(requested)
-    if core.gpu_count(resources) > 0:
+    if gpu_count(resources) > 0:
         return "auto"
     cpu = None
     if resources is not None:
@@ -137,7 +143,7 @@ def resolve_num_proc_per_node(requested: int | str, resources: Resources | None)
 
 
 def master_addr(name: str) -> str:
-    return core.pod_dns_name(name, ROLE, 0)
+    return pod_dns_name(name, ROLE, 0)
 
 
 def static_pet_env(name: str, num_nodes: int, nproc: str) -> list[dict[str, Any]]:
@@ -145,7 +151,7 @@ def static_pet_env(name: str, num_nodes: int, nproc: str) -> list[dict[str, Any]
     return [
         {"name": "PET_NNODES", "value": str(num_nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
-        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
+        completion_index_env("PET_NODE_RANK"),
         {"name": "PET_MASTER_ADDR", "value": master_addr(name)},
         {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
     ]
@@ -158,7 +164,7 @@ def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, 
             {"name": "MASTER_ADDR", "value": master_addr(name)},
             {"name": "MASTER_PORT", "value": str(TRAINER_PORT)},
             {"name": "WORLD_SIZE", "value": str(args.num_nodes)},
-            {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": core.COMPLETION_INDEX_FIELD}}},
+            completion_index_env("RANK"),
         ]
     if args.rendezvous == "static":
         return static_pet_env(name, args.num_nodes, nproc)
@@ -183,41 +189,50 @@ def inject_env(issues: IssueCollector, template: PodTemplate, targets: list[str]
     def inject(containers: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
         if containers is None:
             return None
-        return [{**c, "env": core.upsert_env(list(c.get("env", [])), env)} if c.get("name") in targets else c
+        return [{**c, "env": upsert_env(list(c.get("env", [])), env)} if c.get("name") in targets else c
                 for c in containers]
 
     return template.model_copy(update={"sidecars": inject(template.sidecars),
                                        "init_containers": inject(template.init_containers)})
 
 
-def derive_torch(name: str, args: TorchTrainJobArgs, component: str = "TorchTrainJob") -> core.TrainJobPlan:
-    """The objects of a torch job, or TrainJobError listing every problem."""
-    issues = IssueCollector()
-    template = core.effective_template(args.runtime.node, args)
-    core.check_template(issues, template, ROLE)
-    core.check_reserved_env(issues, RESERVED_ENV, template)
-    if not args.torchrun and args.num_proc_per_node not in ("auto", "1"):
-        issues.add("num_proc_per_node", "with torchrun: false each pod runs one process; use 1 (or \"auto\")")
+class TorchFamily(Family):
+    """torchrun on every pod of one Indexed Job, configured by PET_* env as Kubeflow Trainer's torch plugin."""
 
-    nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
-    derived = torch_env(name, args, nproc)
-    template = inject_env(issues, template, args.env_injection, derived)
-    env = core.upsert_env(core.template_env(template), derived)
-    node = core.container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
-    return core.plan(component, name, args, args.runtime, issues,
-                     [core.TrainingRole(ROLE, args.num_nodes, template, node)],
-                     outputs=TorchOutputs.model_construct(
-                         service_name=name, job_name=core.job_name(name, ROLE), namespace=args.namespace,
-                         master_addr=master_addr(name), master_port=TRAINER_PORT, num_nodes=args.num_nodes,
-                         num_proc_per_node=nproc))
+    component = "TorchTrainJob"
+    args_type = TorchTrainJobArgs
+    outputs_type = TorchOutputs
+    reserved_env = {**PET_ENV, **PROCESS_PER_POD_ENV}
+
+    def roles(self, job: Job) -> list[TrainingRole]:
+        name, args = job.name, job.args
+        template = effective_template(args.runtime.node, args)
+        nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
+        job.derived["nproc"] = nproc
+        derived = torch_env(name, args, nproc)
+        template = inject_env(job.issues, template, args.env_injection, derived)
+        env = upsert_env(template_env(template), derived)
+        node = container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
+        return [TrainingRole(ROLE, args.num_nodes, template, node)]
+
+    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+        if not job.args.torchrun and job.args.num_proc_per_node not in ("auto", "1"):
+            job.issues.add("num_proc_per_node", 'with torchrun: false each pod runs one process; use 1 (or "auto")')
+
+    def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchOutputs:
+        name, args = job.name, job.args
+        return TorchOutputs.model_construct(
+            service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace, master_addr=master_addr(name),
+            master_port=TRAINER_PORT, num_nodes=args.num_nodes, num_proc_per_node=job.derived["nproc"])
+
+
+TORCH = TorchFamily()
 
 
 class TorchTrainJob(TrainJobComponent):
     """Distributed PyTorch with torchrun on any cluster: headless Service `N` + Indexed Job `N-node-0`."""
 
-    args_type = TorchTrainJobArgs
-    outputs_type = TorchOutputs
-    derive = staticmethod(derive_torch)
+    family = TORCH
 
     def __init__(self, name: str, args: TorchTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         """`args`: a TorchTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""

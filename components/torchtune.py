@@ -19,12 +19,16 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from . import core
 from .args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
 from .component import TrainJobComponent
 from .errors import IssueCollector
+from .family import Family, Job, TrainingRole
+from .manifests import container
+from .naming import job_name
 from .outputs import JobOutputs
-from .torch import (ROLE, TRAINER_PORT, TorchRuntime, inject_env, master_addr, num_proc_per_node,
+from .resources import gpu_count
+from .templates import effective_template, template_env, upsert_env
+from .torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, inject_env, master_addr, num_proc_per_node,
                     resolve_num_proc_per_node, static_pet_env)
 
 ENTRYPOINT = ("tune", "run")
@@ -179,19 +183,6 @@ class TorchTuneOutputs(JobOutputs):
     """PET_NPROC_PER_NODE as resolved: a whole number, or "auto" on GPU pods."""
 
 
-# torchrun reads PET_* from the environment; a stray one would override the derived launch.
-RESERVED_ENV = {
-    "PET_NNODES": "num_nodes",
-    "PET_NPROC_PER_NODE": "num_proc_per_node",
-    "PET_NODE_RANK": "each pod's completion index",
-    "PET_MASTER_ADDR": "the --rdzv_endpoint flag the job renders",
-    "PET_MASTER_PORT": "the --rdzv_endpoint flag the job renders",
-    "PET_RDZV_BACKEND": "torchrun's static rendezvous, which the job uses",
-    "PET_RDZV_ENDPOINT": "the --rdzv_endpoint flag the job renders",
-    "PET_RDZV_ID": "torchrun's static rendezvous, which the job uses",
-}
-
-
 def _key(arg: str) -> str:
     return arg.split("=", 1)[0]
 
@@ -326,40 +317,50 @@ def check_torchtune(issues: IssueCollector, args: TorchTuneTrainJobArgs, run: Tu
                                      "it is managed by the runtime")
 
 
-def derive_torchtune(name: str, args: TorchTuneTrainJobArgs) -> core.TrainJobPlan:
-    """The objects of a torchtune job, or TrainJobError listing every problem."""
-    issues = IssueCollector()
-    template = core.effective_template(args.runtime.node, args)
-    core.check_template(issues, template, ROLE)
-    core.check_reserved_env(issues, RESERVED_ENV, template)
+class TorchTuneFamily(Family):
+    """`tune run` under torchrun, the command rebuilt as Kubeflow Trainer's torch plugin rebuilds it."""
 
-    tune_args = list(template.args or [])
-    gpus = core.gpu_count(template.resources)
-    nproc = resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
-    run = tune_run(name, args.runtime, args.num_nodes, nproc, gpus, tune_args)
-    check_torchtune(issues, args, run, nproc, gpus, tune_args)
+    component = "TorchTuneTrainJob"
+    args_type = TorchTuneTrainJobArgs
+    outputs_type = TorchTuneOutputs
+    reserved_env = PET_ENV   # torchrun reads PET_* from the env: a stray one would override the derived launch
 
-    template = template.model_copy(update={"command": run.command()})
-    static = static_pet_env(name, args.num_nodes, nproc)
-    # As Kubeflow: the node container gets no PET_MASTER_* (the rendezvous is the flag); sidecars and
-    # init containers named in env_injection get all five.
-    template = inject_env(issues, template, args.env_injection, static)
-    env = core.upsert_env(core.template_env(template), static[:3])
-    node = core.container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
-    return core.plan("TorchTuneTrainJob", name, args, args.runtime, issues,
-                     [core.TrainingRole(ROLE, args.num_nodes, template, node)],
-                     outputs=TorchTuneOutputs.model_construct(
-                         service_name=name, job_name=core.job_name(name, ROLE), namespace=args.namespace,
-                         model=args.runtime.resolved_model(), recipe=run.recipe, config=run.config,
-                         rdzv_endpoint=run.rdzv_endpoint, num_nodes=args.num_nodes, num_proc_per_node=nproc))
+    def roles(self, job: Job) -> list[TrainingRole]:
+        name, args = job.name, job.args
+        template = effective_template(args.runtime.node, args)
+        tune_args = list(template.args or [])
+        gpus = gpu_count(template.resources)
+        nproc = resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
+        run = tune_run(name, args.runtime, args.num_nodes, nproc, gpus, tune_args)
+        job.derived.update(tune_args=tune_args, gpus=gpus, nproc=nproc, run=run)
+        template = template.model_copy(update={"command": run.command()})
+        static = static_pet_env(name, args.num_nodes, nproc)
+        # As Kubeflow: the node container gets no PET_MASTER_* (the rendezvous is the flag); sidecars and
+        # init containers named in env_injection get all five.
+        template = inject_env(job.issues, template, args.env_injection, static)
+        env = upsert_env(template_env(template), static[:3])
+        node = container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
+        return [TrainingRole(ROLE, args.num_nodes, template, node)]
+
+    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+        d = job.derived
+        check_torchtune(job.issues, job.args, d["run"], d["nproc"], d["gpus"], d["tune_args"])
+
+    def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchTuneOutputs:
+        name, args, run = job.name, job.args, job.derived["run"]
+        return TorchTuneOutputs.model_construct(
+            service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace,
+            model=args.runtime.resolved_model(), recipe=run.recipe, config=run.config,
+            rdzv_endpoint=run.rdzv_endpoint, num_nodes=args.num_nodes, num_proc_per_node=job.derived["nproc"])
+
+
+TORCHTUNE = TorchTuneFamily()
 
 
 class TorchTuneTrainJob(TrainJobComponent):
     """torchtune fine-tuning on any cluster: headless Service `N` + Indexed Job `N-node-0` running `tune run`."""
 
-    args_type = TorchTuneTrainJobArgs
-    outputs_type = TorchTuneOutputs
-    derive = staticmethod(derive_torchtune)
+    family = TORCHTUNE
 
     def __init__(self, name: str, args: TorchTuneTrainJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         """`args`: a TorchTuneTrainJobArgs, or a dict of the same arguments (as stack config gives them)."""

@@ -174,7 +174,7 @@ def test_hydra_names_the_launcher_as_its_hostname_does(implementation):
     assert hostfile(result) == "pi-node-0-0.pi:1\npi-node-0-1.pi:1\npi-launcher-0-0:1\n"
     launcher = pod_spec(result, "pi-launcher-0")
     assert launcher["dnsConfig"] == {"searches": ["pi.hpc.svc.cluster.local"]}
-    assert launcher["initContainers"][0]["command"][6:] == ["pi-launcher-0-0", "pi-node-0-0.pi", "pi-node-0-1.pi",
+    assert launcher["initContainers"][0]["command"][7:] == ["pi-launcher-0-0", "pi-node-0-0.pi", "pi-node-0-1.pi",
                                                             "pi-launcher-0-0"]
 
 
@@ -294,7 +294,7 @@ def test_launcher_waits_for_every_host_with_a_deadline():
     result = mpi({"num_nodes": 3, "run_launcher_as_node": True, "launcher_wait_timeout_seconds": 45})
     wait = pod_spec(result, "pi-launcher-0")["initContainers"][0]
     assert wait["name"] == "wait-for-hosts"
-    assert wait["command"][3:] == ["wait-for-hosts", "45", SSH, "pi-launcher-0-0.pi",
+    assert wait["command"][3:] == ["wait-for-hosts", "/var/run/trainjobs", "45", SSH, "pi-launcher-0-0.pi",
                                    "pi-node-0-0.pi", "pi-node-0-1.pi", "pi-launcher-0-0.pi"]
     script = wait["command"][2]
     # One connection attempt per probe: ssh keeps the first value of an option, so this one must
@@ -302,7 +302,7 @@ def test_launcher_waits_for_every_host_with_a_deadline():
     assert 'ssh -o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" true' in script
     assert 'echo "MPI hosts not reachable within ${timeout}s:$pending$why" >&2' in script
     # On the deadline, the workers that did come up are told to end: no worker pod runs forever.
-    assert '"echo 1 > /var/run/trainjobs/exit-code"' in script
+    assert '"echo 1 > $control/exit-code"' in script
 
 
 def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path):
@@ -334,8 +334,8 @@ def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path
 def test_launcher_tells_workers_its_exit_code():
     launcher = pod_spec(mpi({"num_nodes": 2}), "pi-launcher-0")["containers"][0]
     assert launcher["command"][:2] == ["/bin/sh", "-c"]
-    assert launcher["command"][3:6] == ["mpi-launcher", SSH, "pi-node-0-0.pi pi-node-0-1.pi"]
-    assert 'echo $rc > /var/run/trainjobs/exit-code' in launcher["command"][2]
+    assert launcher["command"][3:7] == ["mpi-launcher", "/var/run/trainjobs", SSH, "pi-node-0-0.pi pi-node-0-1.pi"]
+    assert 'echo $rc > $control/exit-code' in launcher["command"][2]
 
 
 def test_workers_end_with_the_launchers_exit_code(tmp_path):
@@ -345,8 +345,9 @@ def test_workers_end_with_the_launchers_exit_code(tmp_path):
     import time
 
     worker = pod_spec(mpi({"num_nodes": 2}), "pi-node-0")["containers"][0]
-    script = worker["command"][2].replace("/var/run/trainjobs", str(tmp_path))
-    process = subprocess.Popen(["/bin/sh", "-c", script, "mpi-node", "sleep", "60"], stderr=subprocess.PIPE, text=True)
+    assert worker["command"][3:5] == ["mpi-node", "/var/run/trainjobs"]
+    process = subprocess.Popen(["/bin/sh", "-c", worker["command"][2], "mpi-node", str(tmp_path), "sleep", "60"],
+                               stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)
     assert process.poll() is None   # sshd runs while the launcher works
     (tmp_path / "exit-code").write_text("0\n")

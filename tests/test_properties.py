@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from components import TorchTrainJob, TrainJobError
 from components.testing import attempt
 from components.testing.checks import manifest_problems
-from components.torch import RESERVED_ENV
+from components.torch import TORCH
 
 names = st.one_of(
     st.from_regex(r"[a-z]([-a-z0-9]{0,58}[a-z0-9])?", fullmatch=True),
@@ -16,7 +16,7 @@ names = st.one_of(
 )
 cpu = st.one_of(st.integers(0, 256).map(str), st.integers(1, 64000).map(lambda m: f"{m}m"),
                 st.decimals(min_value="0.1", max_value="64", places=2).map(str), st.just("lots"))
-env_names = st.one_of(st.sampled_from(sorted(RESERVED_ENV)), st.from_regex(r"[A-Z][A-Z0-9_]{0,10}", fullmatch=True))
+env_names = st.one_of(st.sampled_from(sorted(TORCH.reserved_env)), st.from_regex(r"[A-Z][A-Z0-9_]{0,10}", fullmatch=True))
 job_args = st.fixed_dictionaries({}, optional={
     "num_nodes": st.integers(-1, 300),
     "num_proc_per_node": st.one_of(st.just("auto"), st.integers(0, 16)),

@@ -164,8 +164,8 @@ def test_explain_shows_each_shipped_file_and_script_once(capsys):
     text = capsys.readouterr().out
     assert text.count('echo "all MPI hosts reachable"') == 1
     assert "script 1, run by init container wait-for-hosts in Jobs ds-finetune-launcher-0, pi-launcher-0:\n" in text
-    assert text.count("    run: /bin/sh -c <script 1> wait-for-hosts 300 ") == 2
-    assert text.count("    run: /bin/sh -c <script 3> mpi-node /usr/sbin/sshd -De") == 4   # 1 + 3 MPI workers
+    assert text.count("    run: /bin/sh -c <script 1> wait-for-hosts /var/run/trainjobs 300 ") == 2
+    assert text.count("    run: /bin/sh -c <script 3> mpi-node /var/run/trainjobs /usr/sbin/sshd -De") == 4   # 1 + 3 MPI workers
 
 
 def test_rerender_says_which_changes_restart_training(tmp_path, capsys):

@@ -3,7 +3,7 @@
 import pytest
 
 from components import JaxTrainJob, MpiTrainJob, TorchTrainJob, TrainJobError
-from components.testing import run
+from components.testing import attempt, run
 from components.testing.checks import manifest_problems
 
 TRAINING_VARS = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
@@ -60,15 +60,19 @@ def test_extra_roles_on_mpi_get_no_ssh_and_are_not_hosts():
     assert "tensorboard" not in result.get("ConfigMap", "pi-mpi-hostfile").manifest["data"]["hostfile"]
 
 
-@pytest.mark.parametrize("role, message", [
-    ("node", '"node" is a role the job itself uses'),
-    ("launcher", '"launcher" is a role the job itself uses'),
-    ("Tensor_Board", "role names must be DNS labels"),
+@pytest.mark.parametrize("component, role, message", [
+    (TorchTrainJob, "node", '"node" is a role the job itself uses'),
+    (TorchTrainJob, "network", '"network" is a role the job itself uses'),        # the Service's
+    (TorchTrainJob, "dataset-initializer", '"dataset-initializer" is a role the job itself uses'),
+    (MpiTrainJob, "launcher", '"launcher" is a role the job itself uses'),
+    (MpiTrainJob, "mpi", '"mpi" is a role the job itself uses'),                # the hostfile's and key's
+    (TorchTrainJob, "Tensor_Board", "role names must be DNS labels"),
 ])
-def test_extra_role_names(role, message):
-    with pytest.raises(TrainJobError) as info:
-        run(lambda: TorchTrainJob("t", {"extra_roles": {role: {"image": "x:1"}}}))
-    assert f"extra_roles.{role}: {message}" in str(info.value)
+def test_extra_role_names(component, role, message):
+    error, stack = attempt(lambda: component("t", {"image": "x:1", "command": ["mpirun", "x"],
+                                                  "extra_roles": {role: {"image": "x:1"}}}))
+    assert isinstance(error, TrainJobError) and stack.resources == []
+    assert f"extra_roles.{role}: {message}" in str(error)
 
 
 def test_extra_role_hostnames_must_fit():

@@ -17,19 +17,19 @@ PYTHON_JOB = "{kind: TorchTrainJob, name: a}"
 # --- the loader -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, value", [
-    # YAML 1.1 booleans are plain words in YAML 1.2, as in the Pulumi CLI's reader.
-    ("[yes, no, on, off, y, n, Yes, NO, On, OFF]", ["yes", "no", "on", "off", "y", "n", "Yes", "NO", "On", "OFF"]),
+    # YAML 1.1, as `pulumi up` reads stack files: yes/no/on/off are booleans, 0600 is octal.
+    ("[yes, no, on, off, y, n, Yes, NO, On, OFF]", [True, False, True, False, "y", "n", True, False, True, False]),
     ("[true, false, True, FALSE]", [True, False, True, False]),
     ("[null, Null, NULL, ~, ]", [None, None, None, None]),
-    ("[010, 0o17, 0x1F, -3, +5, 1_000, '7']", [10, 15, 31, -3, 5, "1_000", "7"]),
-    ("[1.5, 1e3, -.5, 1., .inf, -.Inf]", [1.5, 1000.0, -0.5, 1.0, math.inf, -math.inf]),
-    ("[1:30, 2024-01-01, 0b101, =, <]", ["1:30", "2024-01-01", "0b101", "=", "<"]),
+    ("[0600, 010, 0x1F, -3, +5, 1_000, '7']", [384, 8, 31, -3, 5, 1000, "7"]),
+    ("[1.5, 1.0e+3, -0.5, 1., .inf, -.Inf]", [1.5, 1000.0, -0.5, 1.0, math.inf, -math.inf]),
+    ("[2024-01-01, =, <]", ["2024-01-01", "=", "<"]),
     ("[!!str 1, !!int 0x10, !!float 2, !!bool true, !!null null]", ["1", 16, 2.0, True, None]),
     ("base: &b {image: x, num_nodes: 2}\njob: {<<: *b, num_nodes: 3}",
      {"base": {"image": "x", "num_nodes": 2}, "job": {"image": "x", "num_nodes": 3}}),
     ("", None),
 ])
-def test_yaml_1_2_core_schema_plain_json_values(text, value):
+def test_yaml_1_1_scalars_as_plain_json_values(text, value):
     assert load_yaml(text, "s") == value
 
 
@@ -42,7 +42,7 @@ def test_nan_is_a_float():
      's: line 4, column 5: duplicate key "name" (first at line 2, column 5); give each key once'),
     ("{a: 1, a: 2}", 's: line 1, column 8: duplicate key "a" (first at line 1, column 2); give each key once'),
     ("1: a", "s: line 1, column 1: key 1 is not a string; quote it"),
-    ("{yes: 1, true: 2}", "s: line 1, column 10: key true is not a string; quote it"),
+    ("{yes: 1, true: 2}", "s: line 1, column 2: key true is not a string; quote it"),
     ("? [a]\n: b", 's: line 1, column 3: key ["a"] is not a string; quote it'),
     ("a: {<<: {~: 1}}", "s: line 1, column 4: merged key null is not a string; quote it"),
     ("[a", "s: line 1, column 3: expected ',' or ']', but got '<stream end>' "
@@ -50,7 +50,7 @@ def test_nan_is_a_float():
     ("a: b: c", "s: line 1, column 5: mapping values are not allowed here"),
     ("a:\n\t- b", "s: line 2, column 1: found character '\\t' that cannot start any token"),
     ("a: !!int abc", "s: line 1, column 4: 'abc' is not a valid !!int"),
-    ("a: !!bool yes", "s: line 1, column 4: 'yes' is not a valid !!bool"),
+    ("a: !!bool maybe", "s: line 1, column 4: 'maybe' is not a valid !!bool"),
     ("a: !!binary aGk=", "s: line 1, column 4: tag !!binary is not supported; write plain strings, numbers, "
                          "booleans, lists and mappings"),
     ("a: !!timestamp 2024-01-01", "s: line 1, column 4: tag !!timestamp is not supported; write plain strings, "
@@ -160,9 +160,10 @@ def test_malformed_config_value_is_one_line_with_line_and_column(capsys, tmp_pat
                    "(while parsing a flow sequence at line 1)\n")
 
 
-def test_num_nodes_yes_is_a_word_not_a_number(capsys, tmp_path):
+def test_num_nodes_yes_is_a_boolean_not_a_number(capsys, tmp_path):
     err = render_jobs(capsys, tmp_path, "[{kind: TorchTrainJob, name: a, num_nodes: yes}]")
-    assert "  - num_nodes: " in err and "integer" in err and "'yes'" in err
+    assert ("  - num_nodes: expected an integer, got the boolean true (YAML 1.1 reads yes/no/on/off as booleans): "
+            "write a number") in err
 
 
 def test_num_nodes_true_is_not_one(capsys, tmp_path):

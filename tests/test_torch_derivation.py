@@ -3,8 +3,9 @@
 import pytest
 
 from components import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
-from components.core import gpu_count
-from components.torch import derive_torch, resolve_num_proc_per_node
+from components.core import derive
+from components.resources import gpu_count
+from components.torch import TORCH, resolve_num_proc_per_node
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
@@ -59,7 +60,7 @@ def env_of(container):
 
 
 def test_pet_env_and_job_shape_match_kubeflow():
-    plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=2, resources_per_node={"requests": {"cpu": "2.5"}}))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(num_nodes=2, resources_per_node={"requests": {"cpu": "2.5"}}))
     job, node = job_container(plan)
     assert [e["name"] for e in node["env"]] == [
         "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"]
@@ -81,7 +82,7 @@ def test_pet_env_and_job_shape_match_kubeflow():
 
 
 def test_user_env_comes_first_then_derived_env():
-    plan = derive_torch("demo", TorchTrainJobArgs(env={"NCCL_DEBUG": "INFO", "SEED": 7}))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(env={"NCCL_DEBUG": "INFO", "SEED": 7}))
     _, node = job_container(plan)
     assert [e["name"] for e in node["env"]][:2] == ["NCCL_DEBUG", "SEED"]
     assert env_of(node)["SEED"] == "7"
@@ -89,7 +90,7 @@ def test_user_env_comes_first_then_derived_env():
 
 def test_runtime_env_is_upserted_by_job_env_in_place():
     runtime = TorchRuntime(name="rt", node=PodTemplate(image="img:1", env={"A": "runtime", "B": "runtime"}))
-    plan = derive_torch("demo", TorchTrainJobArgs(runtime=runtime, env={"B": "job", "C": "job"}))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(runtime=runtime, env={"B": "job", "C": "job"}))
     _, node = job_container(plan)
     assert [(e["name"], e.get("value")) for e in node["env"][:3]] == [("A", "runtime"), ("B", "job"), ("C", "job")]
 
@@ -97,7 +98,7 @@ def test_runtime_env_is_upserted_by_job_env_in_place():
 def test_nproc_uses_merged_runtime_and_job_resources():
     # Deviation from Kubeflow #3974: the runtime's GPUs still count when the job only adds memory.
     runtime = TorchRuntime(name="gpu", node=PodTemplate(image="img:1", resources={"limits": {"nvidia.com/gpu": 4}}))
-    plan = derive_torch("demo", TorchTrainJobArgs(runtime=runtime, resources_per_node={"limits": {"memory": "64Gi"}}))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(runtime=runtime, resources_per_node={"limits": {"memory": "64Gi"}}))
     _, node = job_container(plan)
     assert env_of(node)["PET_NPROC_PER_NODE"] == "auto"
     assert node["resources"] == {"requests": {"nvidia.com/gpu": "4"},
@@ -107,20 +108,20 @@ def test_nproc_uses_merged_runtime_and_job_resources():
 
 def test_job_resources_override_runtime_per_key():
     runtime = TorchRuntime(name="cpu", node=PodTemplate(image="img:1", resources={"requests": {"cpu": "8", "memory": "1Gi"}}))
-    plan = derive_torch("demo", TorchTrainJobArgs(runtime=runtime, resources_per_node={"requests": {"cpu": "2"}}))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(runtime=runtime, resources_per_node={"requests": {"cpu": "2"}}))
     _, node = job_container(plan)
     assert node["resources"]["requests"] == {"cpu": "2", "memory": "1Gi"}
     assert env_of(node)["PET_NPROC_PER_NODE"] == "2"
 
 
 def test_gpu_limits_equal_requests():
-    plan = derive_torch("demo", TorchTrainJobArgs(resources_per_node={"requests": {"nvidia.com/gpu": 2, "cpu": 8}}))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(resources_per_node={"requests": {"nvidia.com/gpu": 2, "cpu": 8}}))
     _, node = job_container(plan)
     assert node["resources"] == {"requests": {"cpu": "8", "nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}
 
 
 def test_c10d_rendezvous_env():
-    plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=3, rendezvous="c10d"))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(num_nodes=3, rendezvous="c10d"))
     _, node = job_container(plan)
     assert env_of(node) == {
         "PET_NNODES": "3", "PET_NPROC_PER_NODE": "1",
@@ -128,7 +129,7 @@ def test_c10d_rendezvous_env():
 
 
 def test_pod_defaults_and_pass_through_settings():
-    plan = derive_torch("demo", TorchTrainJobArgs(
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(
         namespace="ml", shm_size="16Gi", node_selector={"pool": "gpu"},
         tolerations=[{"key": "gpu", "operator": "Exists"}], service_account_name="trainer",
         image_pull_secrets=["regcred"], priority_class_name="high", security_context={"runAsUser": 1000},
@@ -158,20 +159,20 @@ def test_pod_defaults_and_pass_through_settings():
 
 
 def test_shm_can_be_turned_off():
-    plan = derive_torch("demo", TorchTrainJobArgs(shm_size="0"))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(shm_size="0"))
     _, node = job_container(plan)
     assert "volumeMounts" not in node
 
 
 def test_skip_await_by_default_and_wait_knob():
-    _, job = derive_torch("demo", TorchTrainJobArgs()).manifests
+    _, job = derive(TORCH, "demo", TorchTrainJobArgs()).manifests
     assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    _, job = derive_torch("demo", TorchTrainJobArgs(wait_for_completion=True, wait_timeout_seconds=7200)).manifests
+    _, job = derive(TORCH, "demo", TorchTrainJobArgs(wait_for_completion=True, wait_timeout_seconds=7200)).manifests
     assert job["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "7200"}
 
 
 def test_headless_service_selects_every_pod_of_the_job():
-    service, job = derive_torch("demo", TorchTrainJobArgs()).manifests
+    service, job = derive(TORCH, "demo", TorchTrainJobArgs()).manifests
     assert service["metadata"]["name"] == "demo"
     assert service["spec"] == {"clusterIP": "None", "publishNotReadyAddresses": True,
                                "selector": {"trainjobs.io/job-name": "demo"}}
@@ -180,6 +181,6 @@ def test_headless_service_selects_every_pod_of_the_job():
 
 
 def test_outputs():
-    plan = derive_torch("demo", TorchTrainJobArgs(num_nodes=4, num_proc_per_node=8, namespace="ml"))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(num_nodes=4, num_proc_per_node=8, namespace="ml"))
     assert plan.outputs.model_dump() == {"service_name": "demo", "job_name": "demo-node-0", "master_addr": "demo-node-0-0.demo",
                             "master_port": 29500, "num_nodes": 4, "num_proc_per_node": "8", "namespace": "ml"}

@@ -7,9 +7,10 @@ import pytest
 from components import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
                         TorchRuntime, TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
 from components.render import kubernetes_objects
+from components.core import derive
 from components.testing import run
 from components.testing.checks import manifest_problems
-from components.torchtune import (TorchTuneTrainJobArgs, derive_torchtune, model_from_runtime_name,
+from components.torchtune import (TORCHTUNE, TorchTuneTrainJobArgs, model_from_runtime_name,
                                   needs_rendezvous)
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -120,7 +121,7 @@ def test_env_has_no_master_address_and_the_trainer_port():
 
 
 def test_outputs():
-    plan = derive_torchtune("ft", TorchTuneTrainJobArgs(runtime="torchtune-qwen2.5-1.5b", args=[LORA]))
+    plan = derive(TORCHTUNE, "ft", TorchTuneTrainJobArgs(runtime="torchtune-qwen2.5-1.5b", args=[LORA]))
     assert plan.outputs.model_dump() == {
         "service_name": "ft", "job_name": "ft-node-0", "model": "qwen2_5/1.5B", "recipe": "lora_finetune_distributed",
         "config": "qwen2_5/1.5B_lora", "rdzv_endpoint": "ft-node-0-0.ft:29500", "num_nodes": 1,
@@ -336,7 +337,7 @@ def test_pet_rendezvous_env_is_reserved():
     issues = rejected({"runtime": "torchtune-llama3.2-1b", "env": {"PET_RDZV_BACKEND": "c10d"}})
     assert issue_for(issues, "env").startswith(
         "must not have reserved envs, invalid envs configured: [PET_RDZV_BACKEND]. PET_RDZV_BACKEND comes from "
-        "torchrun's static rendezvous")
+        "the job's rendezvous")
 
 
 def test_runtime_is_required_and_named_builtins_are_listed():

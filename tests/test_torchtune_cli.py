@@ -17,9 +17,9 @@ import pytest
 
 from components import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
                         TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
+from components.core import derive
 from components.testing import run
-from components.torchtune import (SUPPORTED_MODELS, TORCHTUNE_CONFIGS, TorchTuneTrainJobArgs, TuneRun,
-                                  derive_torchtune)
+from components.torchtune import SUPPORTED_MODELS, TORCHTUNE, TORCHTUNE_CONFIGS, TorchTuneTrainJobArgs, TuneRun
 
 if os.environ.get("CI"):
     import torchtune  # noqa: F401  (must be installed in CI)
@@ -91,7 +91,7 @@ def test_every_accepted_combination_names_a_real_recipe_and_config():
         args = TorchTuneTrainJobArgs(runtime=runtime, num_nodes=num_nodes, num_proc_per_node=nproc,
                                      resources_per_node=resources, args=modes[mode] or None)
         try:
-            plan = derive_torchtune("ft", args)
+            plan = derive(TORCHTUNE, "ft", args)
         except TrainJobError:
             continue
         recipe, config = plan.outputs.recipe, plan.outputs.config

@@ -1,0 +1,31 @@
+"""Extra roles: pods beside training (TensorBoard, an evaluator) that get none of the training env."""
+
+from typing import Any
+
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs
+from .errors import IssueCollector
+from .naming import rfc1123_label_problem
+from .manifests import container, indexed_job
+from .templates import overlay, template_env
+
+
+def check_extra_roles(issues: IssueCollector, args: TrainJobArgs, reserved: tuple[str, ...]) -> None:
+    """Role names are DNS labels that no role of the job itself uses (`reserved`)."""
+    for role, spec in args.extra_roles.items():
+        if role in reserved:
+            issues.add(f"extra_roles.{role}", f'"{role}" is a role the job itself uses; choose another name')
+        elif rfc1123_label_problem(role):
+            issues.add(f"extra_roles.{role}", "role names must be DNS labels (lowercase letters, digits, '-')")
+        if not spec.image:
+            issues.add(f"extra_roles.{role}.image", "an extra role needs an image")
+
+
+def extra_role_jobs(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> list[dict[str, Any]]:
+    """One Indexed Job per extra role, in the job's DNS subdomain, with only the role's own env."""
+    jobs = []
+    lifecycle = args.model_copy(update={"wait_for_completion": False})
+    for role, spec in sorted(args.extra_roles.items()):
+        template = overlay(PodTemplate(shm_size="0"), PodTemplate(**{k: getattr(spec, k) for k in PodTemplate.model_fields}))
+        main = container(template, template_env(template), ports=[], extra_mounts=[], name=role)
+        jobs.append(indexed_job(name, role, spec.num_pods, template, main, runtime, lifecycle))
+    return jobs

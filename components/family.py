@@ -1,0 +1,85 @@
+"""What a framework family declares, for the core to drive (see components.core.derive).
+
+A family is one module: a `Family` subclass that says what the family reserves (env names, role
+names), what it checks, its training roles and the env each gets, its extra objects and its outputs,
+plus the thin component class that names it. The core runs the same pipeline for every family, as
+Kubeflow Trainer's runtime framework runs its plugins (Validate, EnforceMLPolicy, ComponentBuilder),
+and adds what every job has: the headless Service, initializers, extra roles, override fields, the
+checks on names and on every derived object.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
+
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs
+from .errors import IssueCollector
+from .outputs import JobOutputs
+
+
+@dataclass(frozen=True)
+class TrainingRole:
+    """One Indexed Job of training pods, as a family built it: template, main container, extras."""
+
+    role: str
+    pods: int
+    template: PodTemplate
+    container: dict[str, Any]
+    extra_volumes: tuple[dict[str, Any], ...] = ()
+    init_containers: tuple[dict[str, Any], ...] = ()
+    dns_config: dict[str, Any] | None = None
+
+
+@dataclass
+class Job:
+    """The job being derived: what every hook reads, and where each reports what is wrong."""
+
+    name: str
+    args: TrainJobArgs
+    issues: IssueCollector = field(default_factory=IssueCollector)
+    derived: dict[str, Any] = field(default_factory=dict)
+    """Values a hook works out for later hooks (e.g. the resolved processes per pod, for the outputs)."""
+
+    @property
+    def runtime(self) -> TrainingRuntime:
+        return self.args.runtime
+
+
+class Family:
+    """Base of every framework family; a subclass sets the class attributes and the hooks it needs.
+
+    Hooks run in this order: `roles` (the training roles, their templates, env and ports), `check`
+    (rules that need those roles), `objects` (extra objects such as a hostfile or a key Secret),
+    `outputs`. A hook reports a problem with `job.issues.add(argument, message)`; the core raises
+    every problem at once, after all hooks ran, before anything registers.
+    """
+
+    component: ClassVar[str]
+    """The component's class name: the Pulumi type token's last part, and the subject of its errors."""
+    args_type: ClassVar[type[TrainJobArgs]]
+    outputs_type: ClassVar[type[JobOutputs]]
+    roles_used: ClassVar[tuple[str, ...]] = ("node",)
+    """Roles the family's Jobs and objects are named after; no extra role may take these names."""
+    reserved_env: ClassVar[Mapping[str, str]] = {}
+    """Variables the family derives, each with the argument that sets it instead; user env may not set them."""
+
+    def roles(self, job: Job) -> list[TrainingRole]:
+        raise NotImplementedError
+
+    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+        """Rules of the family beyond what the core checks for every job."""
+
+    def objects(self, job: Job, roles: list[TrainingRole]) -> list[dict[str, Any]]:
+        """Extra objects of the job, registered before its Jobs."""
+        return []
+
+    def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
+        """For refused content of `objects`: per object name, path prefix -> the argument behind it."""
+        return {}
+
+    def outputs(self, job: Job, roles: list[TrainingRole]) -> JobOutputs:
+        raise NotImplementedError
+
+    def reserved_env_message(self, names: list[str]) -> str:
+        """The error for user env that sets reserved variables, in Kubeflow Trainer's words."""
+        instead = "; ".join(f"{n} comes from {self.reserved_env[n]}" for n in names)
+        return f"must not have reserved envs, invalid envs configured: [{', '.join(names)}]. {instead}"
