@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .errors import shown
-from .naming import (MAX_DNS_LABEL, image_problem, is_dns_label, is_dns_subdomain, is_rfc1035_label, label_key_problem,
+from .naming import (ENV_NAME, FIELD_KEY_PATH, MAX_DNS_LABEL, image_problem, is_dns_label, is_dns_subdomain, is_rfc1035_label, label_key_problem,
                      label_value_problem)
 from .quantity import QuantityError, parse_quantity
 
@@ -34,18 +34,20 @@ MAX_DNS_SEARCHES, MAX_DNS_SEARCH_CHARS = 32, 2048
 
 Path = tuple[str | int, ...]
 _PLAIN = (str, int, float, bool, type(None), dict, list)
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_ENV_NAME = re.compile(ENV_NAME)
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _PORT_NAME = re.compile(r"[-a-z0-9]+")
 _FIELD_PATHS = {"metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
                 "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs"}
-_SUBSCRIPTED_FIELD_PATH = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
+
 _RESOURCE_FIELDS = {f"{side}.{name}" for side in ("limits", "requests") for name in ("cpu", "memory", "ephemeral-storage")}
 _CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef")
 _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
 _PROTOCOLS = {"TCP", "UDP", "SCTP"}
 _PULL_POLICIES = {"Always", "IfNotPresent", "Never"}
+_COMPLETION_MODES = {"NonIndexed", "Indexed"}
+_JOB_RESTART_POLICIES = {"Never", "OnFailure"}
 _TAINT_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
 _EMPTYDIR_MEDIA = {"", "Memory", "HugePages"}
 _ID_FIELDS = ("runAsUser", "runAsGroup", "fsGroup")
@@ -240,6 +242,12 @@ def _check_job(job: dict[str, Any], add: Add) -> None:
             _integer(add, ("spec", field), spec[field], 0, INT32_MAX)
     if "activeDeadlineSeconds" in spec:
         _integer(add, ("spec", "activeDeadlineSeconds"), spec["activeDeadlineSeconds"], 1, INT64_MAX)
+    if _plain(spec.get("completionMode")) and spec.get("completionMode", "NonIndexed") not in _COMPLETION_MODES:
+        add(("spec", "completionMode"), f"{shown(spec['completionMode'])} is not NonIndexed or Indexed")
+    restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    if _plain(restart) and restart not in _JOB_RESTART_POLICIES:
+        add(("spec", "template", "spec", "restartPolicy"),
+            f"a Job's pods restart Never or OnFailure, not {shown(restart)}")
     if spec.get("completionMode") == "Indexed":
         for field in ("completions", "parallelism"):
             count = spec.get(field)
@@ -445,7 +453,7 @@ def _check_env(entry: dict[str, Any], at: Path, add: Add) -> None:
             return
         if given[0] == "fieldRef":
             path = ref.get("fieldPath")
-            match = _SUBSCRIPTED_FIELD_PATH.fullmatch(path) if isinstance(path, str) else None
+            match = FIELD_KEY_PATH.fullmatch(path) if isinstance(path, str) else None
             if _plain(path) and path not in _FIELD_PATHS and not (match and not label_key_problem(match.group(2))):
                 add((*at, "valueFrom", "fieldRef", "fieldPath"), f"{shown(path)} is not a field an env var can read")
         elif given[0] == "resourceFieldRef":

@@ -10,7 +10,7 @@ import pulumi
 from . import render
 from .errors import TrainJobError
 from .stackconfig import ConfigError, load_yaml
-from .testing import run_program
+from .engine import run_program
 
 
 def _config(pairs: list[str]) -> dict:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from .args import is_deferred, parse_args
 from .core import TrainJobPlan, derive
-from .deferred import PLACEHOLDERS, Concat, Digest, GeneratedSSHKey, short_digest
+from .deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
 from .errors import Issue, TrainJobError
 from .family import Family
 from .naming import argument_value_problem
@@ -158,11 +158,6 @@ def _checked_when_resolved(component: str, name: str, model: BaseModel) -> tuple
         return value
 
     return walk(model, "", ""), found[0]
-
-
-# Plain text of the secret Outputs the arguments held. Pulumi marks a whole resource input secret when
-# any value inside it is; views use this to redact just those values (components.testing).
-SECRET_VALUES: set[str] = set()
 
 
 async def _note_secret(output: pulumi.Output) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
+REDACTED = "[secret]"    # what views show for a secret value
+UNKNOWN = "[unknown]"    # what views show for a value known only after the update (during a preview)
 
 
 def is_plain(value: Any) -> bool:
@@ -70,3 +72,7 @@ class GeneratedSSHKey:
 
 
 PLACEHOLDERS = (Concat, Digest, GeneratedSSHKey)
+
+# Plain text of the secret Outputs that job arguments held, noted as they resolve. Pulumi marks a whole
+# resource input secret when any value inside it is; the views redact just these values inside it.
+SECRET_VALUES: set[str] = set()

@@ -26,7 +26,7 @@ from .component import TrainJobComponent
 from .deferred import GeneratedSSHKey, concat
 from .family import Family, Job, TrainingRole
 from .manifests import container, metadata, object_labels
-from .naming import job_name, pod_dns_name
+from .naming import CLUSTER_DOMAIN, job_name, pod_dns_name
 from .outputs import JobOutputs
 from .resources import gpu_count
 from .scripts import script
@@ -111,7 +111,7 @@ class MpiTrainJobArgs(TrainJobArgs):
     """Algorithm of the generated key pair: ECDSA-P521 or ED25519."""
     launcher_wait_timeout_seconds: Optional[int] = Field(default=300, ge=1, le=2**31 - 1)
     """How long the launcher waits for every host to resolve and accept SSH before it fails."""
-    cluster_domain: Optional[str] = "cluster.local"
+    cluster_domain: Optional[str] = CLUSTER_DOMAIN
     """The cluster's DNS domain, for the pods' DNS search path (Intel MPI and MPICH)."""
     runtime: Optional[MpiRuntime] = MPI_DISTRIBUTED
     """An MpiRuntime, or the name of a built-in one. Default: mpi-distributed."""

@@ -15,6 +15,10 @@ _RFC1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+# An env var name the kubelet accepts and `$(NAME)` can refer to.
+ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
+# A downward-API field path to one label or annotation: metadata.labels['key'].
+FIELD_KEY_PATH = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 

@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .deferred import REDACTED
+from .naming import CLUSTER_DOMAIN, COMPLETION_INDEX_ANNOTATION, ENV_NAME, FIELD_KEY_PATH
 from .quantity import parse_quantity
 
-COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-CLUSTER_DOMAIN = "cluster.local"
-REDACTED = "[secret]"
-_FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
-_VAR_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+_VAR_REF = re.compile(rf"\$\$|\$\(({ENV_NAME})\)")
 
 
 @dataclass(frozen=True)
@@ -171,8 +169,8 @@ def pod_view(job: dict[str, Any], completion_index: int, index: ObjectIndex, rev
     annotations = dict(template.get("metadata", {}).get("annotations", {}))
     labels.update({"job-name": job_name, "batch.kubernetes.io/job-name": job_name})
     if indexed:
-        labels[COMPLETION_INDEX_KEY] = str(completion_index)
-        annotations[COMPLETION_INDEX_KEY] = str(completion_index)
+        labels[COMPLETION_INDEX_ANNOTATION] = str(completion_index)
+        annotations[COMPLETION_INDEX_ANNOTATION] = str(completion_index)
     hostname = f"{job_name}-{completion_index}" if indexed else job_name
     spec = template["spec"]
     pod = {
@@ -232,7 +230,7 @@ def _value_from(ref: dict[str, Any], container: dict[str, Any], pod: dict[str, A
     facts: PodFacts = pod["facts"]
     if "fieldRef" in ref:
         path = ref["fieldRef"]["fieldPath"]
-        match = _FIELD_KEY.match(path)
+        match = FIELD_KEY_PATH.fullmatch(path)
         if match:
             value = pod[match.group(1)].get(match.group(2), "")
         else:

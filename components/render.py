@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
-from .podview import REDACTED, MountedFile, ObjectIndex, PodView, pod_view
-from .testing import StackResult
+from .deferred import REDACTED
+from .podview import MountedFile, ObjectIndex, PodView, pod_view
+from .engine import StackResult
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"

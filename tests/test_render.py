@@ -46,7 +46,7 @@ def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, 
 
 
 def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monkeypatch):
-    import components.testing as kit
+    import components.engine as kit
     generated = []
     monkeypatch.setattr(kit, "_ssh_key_pair", lambda *a: generated.append(a))
     code, out = render(tmp_path, stack="hpc")

@@ -76,14 +76,15 @@ def test_manifests_pass_the_checks_the_schema_misses(case):
 
 
 @pytest.mark.parametrize("mutate, expected", [
-    (lambda job: job["spec"].update(completionMode="Sometimes"), "completionMode 'Sometimes' is not one of"),
-    (lambda job: job["spec"]["template"]["spec"].update(restartPolicy="Always"), "restartPolicy must be Never or OnFailure"),
-    (lambda job: job["spec"].update(completions=99), "completions and parallelism differ"),
-    (lambda job: job["metadata"].update(name="x" * 62), "pod hostname"),
-    (lambda job: job["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "PET_NNODES", "value": "1"}),
-     "duplicate env names ['PET_NNODES', 'PET_NNODES']"),
+    (lambda job: job["spec"].update(completionMode="Sometimes"), 'completionMode: "Sometimes" is not NonIndexed or Indexed'),
+    (lambda job: job["spec"]["template"]["spec"].update(restartPolicy="Always"),
+     'restartPolicy: a Job\'s pods restart Never or OnFailure, not "Always"'),
+    (lambda job: job["spec"].update(completions=100001, parallelism=100001), "an Indexed Job runs at most 100000 pods"),
+    (lambda job: job["metadata"].update(name="x" * 62), "derived pod hostname"),
+    (lambda job: job["spec"]["template"]["spec"]["containers"][0]["env"].append({"name": "1BAD", "value": "1"}),
+     "env[5].name"),
     (lambda job: job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append({"name": "x", "mountPath": "/x"}),
-     "volumeMount 'x' has no volume"),
+     'no volume named "x" in the pod'),
 ])
 def test_checks_catch_what_the_schema_misses(mutate, expected):
     objects = objects_for("minimal")

@@ -29,12 +29,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..naming import CLUSTER_DOMAIN
 from .plan import PodSlot
 
 STATE_DIR = Path("/run/trainjobs")
 ETC_NETNS = Path("/etc/netns")
 RUN_NETNS = Path("/run/netns")
-CLUSTER_DOMAIN = "cluster.local"
 _CREATED_MARK = "created-{}"  # state-dir markers: a shared directory a run created and the last run removes
 
 

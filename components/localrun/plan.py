@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..naming import CLUSTER_DOMAIN
 from ..podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
                        volume_files)
 from ..quantity import parse_quantity
@@ -131,7 +132,7 @@ class PodSlot:
     ip: str = ""
     netns: str = ""
 
-    def dns_names(self, cluster_domain: str = "cluster.local") -> list[str]:
+    def dns_names(self, cluster_domain: str = CLUSTER_DOMAIN) -> list[str]:
         """The names other pods resolve this one by, shortest first (empty if it has no record)."""
         if not self.published:
             return []
