@@ -4,7 +4,9 @@
 control=$1; shift; ssh_opts=$1; shift; workers=$1; shift
 "$@" & child=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
-rc=0; while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+# The first wait reaps a command that already ended; a trapped signal interrupts a wait, so wait again.
+wait "$child"; rc=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
 for h in $workers; do
   { ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=10 "$h" "echo $rc > $control/exit-code" </dev/null \
       || echo "could not tell $h that the launcher finished" >&2; } &
