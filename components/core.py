@@ -22,6 +22,8 @@ from .outputs import JobOutputs
 from .overrides import apply_overrides, check_overrides
 from .templates import upsert
 
+__all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
+
 # Roles the core itself names objects after, in every job.
 CORE_ROLES = (SERVICE_ROLE, WORKSPACE_ROLE, *INITIALIZER_ROLES)
 

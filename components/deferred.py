@@ -12,6 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["Concat", "Digest", "GeneratedSSHKey", "PLACEHOLDERS", "REDACTED", "SECRET_VALUES", "UNKNOWN",
+           "concat", "digest", "is_plain", "short_digest"]
+
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
 REDACTED = "[secret]"    # what views show for a secret value
 UNKNOWN = "[unknown]"    # what views show for a value known only after the update (during a preview)

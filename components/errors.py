@@ -16,6 +16,8 @@ def shown(value: Any) -> str:
 
 from pulumi.errors import RunError
 
+__all__ = ["Issue", "IssueCollector", "TrainJobError", "shown"]
+
 
 @dataclass(frozen=True)
 class Issue:

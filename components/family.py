@@ -15,6 +15,8 @@ from .args import PodTemplate, TrainingRuntime, TrainJobArgs
 from .errors import IssueCollector
 from .outputs import JobOutputs
 
+__all__ = ["Family", "Job", "TrainingRole"]
+
 
 @dataclass(frozen=True)
 class TrainingRole:

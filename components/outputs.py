@@ -8,6 +8,8 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+__all__ = ["JobOutputs"]
+
 
 class JobOutputs(BaseModel):
     """Outputs of every training job."""
