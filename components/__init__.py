@@ -8,6 +8,7 @@ from .mpi import (DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED, MPI_DISTRIBUTED, DeepS
 from .torch import TORCH_DISTRIBUTED, TorchRuntime, TorchTrainJob, TorchTrainJobArgs
 from .torchtune import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, TorchTuneRuntime,
                         TorchTuneTrainJob, TorchTuneTrainJobArgs)
+from .xgboost import XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob, XGBoostTrainJobArgs
 
 __all__ = [
     "DEEPSPEED_DISTRIBUTED", "DeepSpeedTrainJob", "DeepSpeedTrainJobArgs", "EnvVar", "ExtraRole", "Initializer",
@@ -16,4 +17,5 @@ __all__ = [
     "PodTemplate", "Resources", "TORCHTUNE_LLAMA3_2_1B", "TORCHTUNE_LLAMA3_2_3B", "TORCHTUNE_QWEN2_5_1_5B",
     "TORCH_DISTRIBUTED", "TorchRuntime", "TorchTrainJob", "TorchTrainJobArgs", "TorchTuneRuntime",
     "TorchTuneTrainJob", "TorchTuneTrainJobArgs", "TrainJobArgs", "TrainJobError", "TrainingRuntime",
+    "XGBOOST_DISTRIBUTED", "XGBoostRuntime", "XGBoostTrainJob", "XGBoostTrainJobArgs",
 ]

@@ -23,8 +23,10 @@ from .jax import JaxTrainJob
 from .mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
 from .torch import TorchTrainJob
 from .torchtune import TorchTuneTrainJob
+from .xgboost import XGBoostTrainJob
 
-COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob)
+COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
+              XGBoostTrainJob)
 
 
 def package_version() -> str:

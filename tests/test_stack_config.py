@@ -88,7 +88,7 @@ def render_jobs(capsys, tmp_path, jobs: str) -> str:
     return err
 
 
-KINDS = "DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob, TorchTuneTrainJob"
+KINDS = "DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob, TorchTuneTrainJob, XGBoostTrainJob"
 INVALID = "error: trainjobs-examples:jobs: invalid jobs\n"
 
 

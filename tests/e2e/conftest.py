@@ -1,8 +1,9 @@
 """End-to-end tests: stack program -> render -> `trainjobs run-local` -> real processes in emulated pods.
 
-They need root (namespaces, a bridge, mounts) and, for the torch and JAX ones, torch or jax in this
-environment. Without them the tests are skipped with the reason, except under CI (`CI=true`), where a
-missing prerequisite fails them: CI must really run them. `make test` installs what they need.
+They need root (namespaces, a bridge, mounts) and, for the torch, JAX and XGBoost ones, torch, jax or
+xgboost in this environment. Without them the tests are skipped with the reason, except under CI
+(`CI=true`), where a missing prerequisite fails them: CI must really run them. `make test` installs
+what they need.
 
 After each test the machine must hold no network namespace, link, /etc/netns entry, run state or
 pod process that was not there before. The suite's own duration is reported at the end of the run.
@@ -47,6 +48,12 @@ def torch_ready(host_ready) -> None:
 def jax_ready(host_ready) -> None:
     if importlib.util.find_spec("jax") is None:
         _unavailable(f"jax is not installed in {sys.prefix}: pip install -e '.[e2e]' (`make test` does)")
+
+
+@pytest.fixture(scope="session")
+def xgboost_ready(host_ready) -> None:
+    if importlib.util.find_spec("xgboost") is None:
+        _unavailable(f"xgboost is not installed in {sys.prefix}: pip install -e '.[e2e]' (`make test` does)")
 
 
 def _host_state() -> dict:
