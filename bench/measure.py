@@ -1,6 +1,6 @@
 """One measurement in a fresh process, so no run inherits another's garbage; prints one JSON object per line.
 
-    python bench/measure.py register SPEC.json SIDE   # SIDE: component, raw or floor
+    python bench/measure.py register SPEC.json SIDE [REPEATS]   # SIDE: component, raw or floor
     python bench/measure.py derive FAMILY NODES...
     python bench/measure.py view CASE
 
@@ -70,22 +70,30 @@ def emit(**values: Any) -> None:
     print(json.dumps(values), flush=True)
 
 
-def register(spec_file: str, side: str) -> None:
+def register(spec_file: str, side: str, repeats: str = "1") -> None:
+    """Time `side`'s registration of the spec's jobs; with repeats, the median of that many runs.
+
+    Every run has its own mocks and starts after a garbage collection.
+    """
     spec = json.loads(Path(spec_file).read_text())
     run(registration.program_for(side, registration.first_job(spec)))   # warm-up
     program = registration.program_for(side, spec)
     expected = sum(len(g["resources"]) for g in spec["groups"])
-    gc.collect()
-    clock = GcClock()
-    gc.callbacks.append(clock)
-    start = time.perf_counter()
-    result = run(program)
-    seconds = time.perf_counter() - start
-    gc.callbacks.remove(clock)
-    custom = sum(1 for r in result.resources if r.custom)
-    if custom != expected:
-        raise SystemExit(f"{side} registered {custom} resources, expected {expected}")
-    emit(seconds=seconds, gc_seconds=clock.seconds)
+    times, gc_times = [], []
+    for _ in range(int(repeats)):
+        gc.collect()
+        clock = GcClock()
+        gc.callbacks.append(clock)
+        start = time.perf_counter()
+        result = run(program)
+        times.append(time.perf_counter() - start)
+        gc.callbacks.remove(clock)
+        gc_times.append(clock.seconds)
+        custom = sum(1 for r in result.resources if r.custom)
+        if custom != expected:
+            raise SystemExit(f"{side} registered {custom} resources, expected {expected}")
+        del result
+    emit(seconds=statistics.median(times), gc_seconds=statistics.median(gc_times))
 
 
 def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) -> float:
