@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,6 +45,7 @@ RENDER_200_PAIRS = 4
 RUN_LOCAL_PAIRS = 3
 IMPORT_FLOOR = "import pulumi, pulumi_kubernetes.core.v1, pulumi_kubernetes.batch.v1"
 SECTIONS = ("derive", "register", "views", "render", "render200")
+PAIRS = (("component", "raw"), ("component", "floor"), ("floor", "raw"))   # registration ratios
 
 
 def child_env() -> dict[str, str]:
@@ -63,15 +65,20 @@ def measure(*args: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def wall(argv: list[str], cwd: Path = REPO) -> float:
-    """Seconds from starting `argv` until it exits (output discarded); fails loudly if it fails."""
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], cwd: Path = REPO) -> tuple[float, float]:
+    """Wall and CPU seconds of `argv` from start to exit, its children included (output discarded)."""
+    start, cpu_start = time.perf_counter(), _children_cpu()
     done = subprocess.run(argv, env=child_env(), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _children_cpu() - cpu_start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return seconds
+    return seconds, cpu
 
 
 def median(values: list[float]) -> float:
@@ -140,22 +147,24 @@ def section_register() -> dict[str, Any]:
                 for i in range(rounds):   # each round starts with the next side, so none always runs first
                     for side in registration.SIDES[i % 3:] + registration.SIDES[:i % 3]:
                         runs[side] += measure("register", str(spec_file), side, str(REPEATS[n]))
-                seconds = {side: [m["seconds"] for m in runs[side]] for side in registration.SIDES}
-                gc_share = {side: median([m["gc_seconds"] / m["seconds"] for m in runs[side]])
-                            for side in registration.SIDES}
-                row = {"family": family, "jobs": n, "rounds": rounds, "seconds": seconds, "gc_share": gc_share,
-                       "component/raw": ratios(seconds["component"], seconds["raw"]),
-                       "component/floor": ratios(seconds["component"], seconds["floor"]),
-                       "floor/raw": ratios(seconds["floor"], seconds["raw"])}
+                row: dict[str, Any] = {"family": family, "jobs": n, "rounds": rounds}
+                for clock, key in (("wall", "seconds"), ("cpu", "cpu_seconds")):
+                    times = {side: [m[key] for m in runs[side]] for side in registration.SIDES}
+                    row[clock] = {"seconds": times, **{f"{a}/{b}": ratios(times[a], times[b]) for a, b in PAIRS}}
+                row["gc_share"] = {side: median([m["gc_seconds"] / m["seconds"] for m in runs[side]])
+                                   for side in registration.SIDES}
                 rows.append(row)
-                say(f"  {family} N={n}: component {median(seconds['component']):.3f} s, "
-                    f"raw {median(seconds['raw']):.3f} s, floor {median(seconds['floor']):.3f} s")
-    say(table(["family", "jobs", "rounds", "component s", "raw s", "floor s", "comp/raw", "comp/floor",
-               "floor/raw", "gc% comp", "gc% raw"],
-              [[r["family"], r["jobs"], r["rounds"], median(r["seconds"]["component"]), median(r["seconds"]["raw"]),
-                median(r["seconds"]["floor"]), f"{median(r['component/raw']):.2f}",
-                f"{median(r['component/floor']):.2f}", f"{median(r['floor/raw']):.2f}",
-                f"{100 * r['gc_share']['component']:.0f}", f"{100 * r['gc_share']['raw']:.0f}"] for r in rows]))
+                say(f"  {family} N={n}: component {median(row['wall']['seconds']['component']):.3f} s, "
+                    f"raw {median(row['wall']['seconds']['raw']):.3f} s, "
+                    f"floor {median(row['wall']['seconds']['floor']):.3f} s")
+    for clock, title in (("wall", "wall time"), ("cpu", "CPU time (the process and its children)")):
+        say(f"\n{title}:")
+        say(table(["family", "jobs", "rounds", "component s", "raw s", "floor s",
+                   *(f"{a}/{b}".replace("component", "comp") for a, b in PAIRS), *(["gc% comp", "gc% raw"] if clock == "wall" else [])],
+                  [[r["family"], r["jobs"], r["rounds"], *(median(r[clock]["seconds"][side]) for side in registration.SIDES),
+                    *(f"{median(r[clock][f'{a}/{b}']):.2f}" for a, b in PAIRS),
+                    *([f"{100 * r['gc_share']['component']:.0f}", f"{100 * r['gc_share']['raw']:.0f}"]
+                      if clock == "wall" else [])] for r in rows]))
     return {"rounds": ROUNDS, "repeats": REPEATS, "rows": rows}
 
 
@@ -188,12 +197,14 @@ def section_views() -> dict[str, Any]:
         over = any(r["view_seconds"] is None for r in runs)
         row = {"case": case, "runs": runs, "over_budget": over,
                "view_seconds": None if over else median([r["view_seconds"] for r in runs]),
+               "view_cpu_seconds": None if over else median([r["view_cpu_seconds"] for r in runs]),
                "register_seconds": median([r["register_seconds"] for r in runs]), "pods": runs[0]["pods"]}
         rows.append(row)
         say(f"  {case}: " + (f"over budget (> {VIEW_BUDGET:.0f} s)" if over else f"{row['view_seconds']:.3f} s"))
-    say(table(["case", "pods", "runs", "registration s", "view s"],
+    say(table(["case", "pods", "runs", "registration s", "view s", "view CPU s"],
               [[r["case"], r["pods"], len(r["runs"]), r["register_seconds"],
-                f"> {VIEW_BUDGET:.0f} (over budget)" if r["over_budget"] else r["view_seconds"]] for r in rows]))
+                *([f"> {VIEW_BUDGET:.0f} (over budget)", "-"] if r["over_budget"]
+                  else [r["view_seconds"], r["view_cpu_seconds"]])] for r in rows]))
     return {"budget_seconds": VIEW_BUDGET, "rows": rows}
 
 
@@ -201,18 +212,28 @@ def _render_argv(program: Path, stack: str, out: Path) -> list[str]:
     return [sys.executable, "-m", "components.cli", "render", str(program), "--stack", stack, "--out", str(out)]
 
 
+def _pairs_table(name: str, a: str, b: str, runs: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+    """Print and return wall and CPU medians of two alternating sides and the medians of their ratios."""
+    row: dict[str, Any] = {}
+    cells = []
+    for i, clock in enumerate(("wall", "cpu")):
+        times = {side: [m[i] for m in runs[side]] for side in (a, b)}
+        row[clock] = {"seconds": times, f"{b}/{a}": ratios(times[b], times[a])}
+        cells.append([f"{name} ({clock})", median(times[a]), median(times[b]),
+                      f"{median(row[clock][f'{b}/{a}']):.2f}"])
+    say(table(["case", f"{a} s", f"{b} s", f"{b}/{a}"], cells))
+    return row
+
+
 def section_render() -> dict[str, Any]:
     say(f"## `trainjobs render` of the example stack vs a process that only runs `{IMPORT_FLOOR}`")
-    say(f"{RENDER_PAIRS} pairs, alternating; wall time of the whole process, interpreter start and exit included.")
-    render, floor = [], []
+    say(f"{RENDER_PAIRS} pairs, alternating; the whole process, interpreter start and exit included.")
+    runs: dict[str, list[tuple[float, float]]] = {"imports": [], "render": []}
     with tempfile.TemporaryDirectory(prefix="trainjobs-bench-") as tmp:
         for i in range(RENDER_PAIRS):
-            render.append(wall(_render_argv(REPO / "stacks" / "__main__.py", "dev", Path(tmp) / f"out-{i}")))
-            floor.append(wall([sys.executable, "-c", IMPORT_FLOOR]))
-    row = {"render": render, "imports": floor, "render/imports": ratios(render, floor)}
-    say(table(["case", "render s", "imports s", "render/imports"],
-              [["example stack", median(render), median(floor), f"{median(row['render/imports']):.2f}"]]))
-    return row
+            runs["render"].append(timed(_render_argv(REPO / "stacks" / "__main__.py", "dev", Path(tmp) / f"out-{i}")))
+            runs["imports"].append(timed([sys.executable, "-c", IMPORT_FLOOR]))
+    return _pairs_table("example stack", "imports", "render", runs)
 
 
 PROGRAM_200 = '''\
@@ -243,23 +264,20 @@ def section_render200() -> dict[str, Any]:
     say(f"## render and re-render of a {RENDER_200_JOBS}-job program (half torch, half MPI)")
     say(f"render: into an empty directory; re-render: over the previous render of the same program "
         f"(reads it back and lists the changes). {RENDER_200_PAIRS} pairs, alternating.")
-    render, rerender = [], []
+    runs: dict[str, list[tuple[float, float]]] = {"render": [], "re-render": []}
     with tempfile.TemporaryDirectory(prefix="trainjobs-bench-") as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
         program = write_program_200(project)
         again = Path(tmp) / "again"
-        wall(_render_argv(program, "bench", again))   # the previous render the re-renders read
+        timed(_render_argv(program, "bench", again))   # the previous render the re-renders read
         written = len(list(again.glob("*.yaml")))
         for i in range(RENDER_200_PAIRS):
-            render.append(wall(_render_argv(program, "bench", Path(tmp) / f"out-{i}")))
-            rerender.append(wall(_render_argv(program, "bench", again)))
-    row = {"jobs": RENDER_200_JOBS, "objects": written, "render": render, "rerender": rerender,
-           "rerender/render": ratios(rerender, render)}
-    say(table(["case", "objects", "render s", "re-render s", "re-render/render"],
-              [[f"{RENDER_200_JOBS} jobs", written, median(render), median(rerender),
-                f"{median(row['rerender/render']):.2f}"]]))
-    return row
+            runs["render"].append(timed(_render_argv(program, "bench", Path(tmp) / f"out-{i}")))
+            runs["re-render"].append(timed(_render_argv(program, "bench", again)))
+    say(f"{written} objects written")
+    return {"jobs": RENDER_200_JOBS, "objects": written, **_pairs_table(f"{RENDER_200_JOBS} jobs", "render",
+                                                                         "re-render", runs)}
 
 
 RUN_LOCAL_PROGRAM = '''\
@@ -302,6 +320,7 @@ def _bare_torchrun(torchrun: str, script: Path) -> float:
 
 def section_run_local() -> dict[str, Any]:
     say("## run-local of a 2x2 torch job vs two bare torchrun agents on loopback (same training script)")
+    say(f"{RUN_LOCAL_PAIRS} pairs, alternating; wall time only (the pods' CPU time is not all seen from here).")
     torchrun = shutil.which("torchrun", path=child_env()["PATH"])
     if os.geteuid() != 0 or torchrun is None:
         raise SystemExit("--run-local needs root and torch installed (torchrun on PATH); see docs/local-run.md")
@@ -316,8 +335,8 @@ def section_run_local() -> dict[str, Any]:
         for i in range(RUN_LOCAL_PAIRS):
             run_dir = Path(tmp) / f"run-{i}"
             run_dir.mkdir()
-            local.append(wall([sys.executable, "-m", "components.cli", "run-local", str(program), "--stack", "bench",
-                               "--quiet", "--timeout", "300", "--run-dir", str(run_dir)]))
+            local.append(timed([sys.executable, "-m", "components.cli", "run-local", str(program), "--stack", "bench",
+                                "--quiet", "--timeout", "300", "--run-dir", str(run_dir)])[0])
             bare.append(_bare_torchrun(torchrun, script))
     row = {"run_local": local, "torchrun": bare, "run_local/torchrun": ratios(local, bare)}
     say(table(["case", "run-local s", "torchrun s", "run-local/torchrun"],
