@@ -1,11 +1,11 @@
-# The two set-up commands of the README: `make render` and `make test`.
+# The two set-up commands of the README: `make render` and `make test`; `make bench` measures performance.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STACK ?= dev
 OUT ?= rendered/$(STACK)
 
-.PHONY: render test clean
+.PHONY: render test bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -26,6 +26,11 @@ render: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# About 10 minutes on 2 cores; not part of `make test`. BENCH_ARGS="--only register" for one section,
+# "--run-local" to add run-local vs bare torchrun (needs root and the e2e packages). See docs/performance.md.
+bench: $(VENV)/.installed
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) rendered .pytest_cache
