@@ -5,7 +5,8 @@
     python bench/measure.py view CASE
 
 Everything a run needs is imported before the clock starts. `register` first runs its side once
-with a single job (a warm-up, not timed), then collects garbage, then times the N-job run.
+with a single job (a warm-up, not timed), then collects garbage and times the N-job run, REPEATS
+times (default 1), and reports the medians of wall, CPU and garbage-collection time.
 """
 
 import gc
