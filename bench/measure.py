@@ -5,7 +5,8 @@
     python bench/measure.py view CASE
 
 Everything a run needs is imported before the clock starts. `register` first runs its side once
-with a single job (a warm-up, not timed), then collects garbage, then times the N-job run.
+with a single job (a warm-up, not timed), then collects garbage and times the N-job run, REPEATS
+times (default 1), and reports the medians of wall, CPU and garbage-collection time.
 """
 
 import gc
@@ -106,26 +107,28 @@ def register(spec_file: str, side: str, repeats: str = "1") -> None:
          gc_seconds=statistics.median(gc_times))
 
 
-def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) -> float:
-    """Median seconds per call, each sample repeating the call for about `budget` seconds."""
+def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) -> tuple[float, float]:
+    """Median wall and CPU seconds per call, each sample repeating the call for about `budget` seconds."""
     start = time.perf_counter()
     call()
     loops = max(1, int(budget / max(time.perf_counter() - start, 1e-9)))
-    times = []
+    wall, cpu = [], []
     for _ in range(samples):
         gc.collect()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(loops):
             call()
-        times.append((time.perf_counter() - start) / loops)
-    return statistics.median(times)
+        wall.append((time.perf_counter() - start) / loops)
+        cpu.append((time.process_time() - cpu_start) / loops)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def derive(family: str, sizes: list[int]) -> None:
     function, args_type = (_attribute(p) for p in DERIVE[family])
     for nodes in sizes:
         args = args_type.model_validate({**DERIVE_ARGS[family], "num_nodes": nodes})
-        emit(family=family, nodes=nodes, seconds=_per_call(lambda: function("job", args)))
+        wall, cpu = _per_call(lambda: function("job", args))
+        emit(family=family, nodes=nodes, seconds=wall, cpu_seconds=cpu)
 
 
 def view(case: str) -> None:

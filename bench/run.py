@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
@@ -104,13 +106,11 @@ def say(text: str = "") -> None:
 # --- sections -----------------------------------------------------------------------------------------
 
 def section_derive() -> dict[str, Any]:
-    say("## Derivation alone (median per call; each family in one fresh process)")
-    rows = []
-    for family in DERIVE:
-        for m in measure("derive", family, *map(str, DERIVE_NODES)):
-            rows.append(m)
-    say(table(["family", "nodes", "ms per call", "µs per node"],
-              [[r["family"], r["nodes"], r["seconds"] * 1e3, r["seconds"] * 1e6 / r["nodes"]] for r in rows]))
+    say("## Derivation alone (median per call of 5 samples of about 0.1 s; each family in one fresh process)")
+    rows = [m for family in DERIVE for m in measure("derive", family, *map(str, DERIVE_NODES))]
+    say(table(["family", "nodes", "ms per call", "CPU ms per call", "CPU µs per node"],
+              [[r["family"], r["nodes"], r["seconds"] * 1e3, r["cpu_seconds"] * 1e3, r["cpu_seconds"] * 1e6 / r["nodes"]]
+               for r in rows]))
     return {"rows": rows}
 
 
@@ -351,18 +351,18 @@ RUNNERS = {"derive": section_derive, "register": section_register, "views": sect
 # --- the machine and the results file -----------------------------------------------------------------
 
 def machine() -> dict[str, Any]:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text() if cpuinfo.exists() else "").splitlines()
+              if line.startswith("model name")]
     versions = {}
     for package in ("pulumi", "pulumi_kubernetes", "pulumi_tls", "pydantic", "PyYAML"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    import yaml
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() if shutil.which("git") else ""
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "platform": platform.platform(),
+    return {"nproc": os.cpu_count(), "cpu": models[0] if models else platform.processor(), "python": platform.python_version(), "platform": platform.platform(),
             "packages": versions, "libyaml": bool(getattr(yaml, "__with_libyaml__", False)), "commit": commit}
 
 
@@ -381,17 +381,18 @@ def main() -> None:
     info = machine()
     say(f"# trainjobs benchmark, {started:%Y-%m-%d %H:%M %Z}, commit {info['commit'] or '?'}")
     say(f"{info['nproc']} CPUs ({info['cpu']}), Python {info['python']}, load average {os.getloadavg()[0]:.2f}")
-    say("Times are wall-clock medians; ratios are medians of per-pair ratios. On a shared machine, compare ratios.")
+    say("Times are medians; ratios are medians of per-pair ratios. On a shared machine, compare ratios, "
+        "CPU-time ones first.")
     results: dict[str, Any] = {"machine": info, "command": " ".join([Path(sys.executable).name, *sys.argv]),
                                "started": started.isoformat(), "load_average_start": os.getloadavg(), "sections": {}}
     clock = time.perf_counter()
-    for name in sections:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for name in sections:   # the file is rewritten after each section, so a failure keeps what was measured
         say()
         results["sections"][name] = RUNNERS[name]()
-    results["elapsed_seconds"] = time.perf_counter() - clock
-    results["load_average_end"] = os.getloadavg()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+        results["elapsed_seconds"] = time.perf_counter() - clock
+        results["load_average_end"] = os.getloadavg()
+        out.write_text(json.dumps(results, indent=2) + "\n")
     say(f"\n{len(sections)} sections in {results['elapsed_seconds']:.0f} s; "
         f"load average {os.getloadavg()[0]:.2f}; results in {out}")
 
