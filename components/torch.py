@@ -40,7 +40,8 @@ TORCH_DISTRIBUTED = TorchRuntime(
 BUILTIN_RUNTIMES = {runtime.name: runtime for runtime in (TORCH_DISTRIBUTED,)}
 
 
-def num_proc_per_node(value: Any) -> Any:
+@classmethod
+def checked_num_proc_per_node(cls: type, value: Any) -> Any:
     """Processes per pod as torchrun takes it: "auto", or a whole number >= 1 (ints become strings)."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
@@ -76,10 +77,7 @@ class TorchTrainJobArgs(TrainJobArgs):
     """A TorchRuntime, or the name of a built-in one. Default: torch-distributed (image
     pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime, no command)."""
 
-    @field_validator("num_proc_per_node", mode="before")
-    @classmethod
-    def _nproc(cls, value: Any) -> Any:
-        return num_proc_per_node(value)
+    _nproc = field_validator("num_proc_per_node", mode="before")(checked_num_proc_per_node)
 
     @field_validator("runtime", mode="before")
     @classmethod

@@ -28,7 +28,7 @@ from .naming import job_name
 from .outputs import JobOutputs
 from .resources import gpu_count
 from .templates import effective_template, template_env, upsert_env
-from .torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, inject_env, master_addr, num_proc_per_node,
+from .torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, checked_num_proc_per_node, inject_env, master_addr,
                     resolve_num_proc_per_node, static_pet_env)
 
 ENTRYPOINT = ("tune", "run")
@@ -149,10 +149,7 @@ class TorchTuneTrainJobArgs(TrainJobArgs):
     env_injection: Optional[list[str]] = Field(default_factory=list)
     """Names of sidecars and init containers of the trainer pods that also get the derived torch env."""
 
-    @field_validator("num_proc_per_node", mode="before")
-    @classmethod
-    def _nproc(cls, value: Any) -> Any:
-        return num_proc_per_node(value)
+    _nproc = field_validator("num_proc_per_node", mode="before")(checked_num_proc_per_node)
 
     @field_validator("runtime", mode="before")
     @classmethod

@@ -45,13 +45,20 @@ def test_a_missing_marker_fails_the_wait_at_its_deadline_naming_it(tmp_path):
     assert done.stderr == f"initializer did not finish before the deadline: {missing} is missing\n"
 
 
-def test_the_launcher_exits_with_its_commands_code_and_tells_every_worker(tmp_path):
+@pytest.fixture
+def ssh_log_env(tmp_path):
+    """An env whose `ssh` only logs its arguments to tmp_path/ssh.log."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     ssh = bin_dir / "ssh"
     ssh.write_text('#!/bin/sh\necho "$*" >> "$SSH_LOG"\n')
     ssh.chmod(ssh.stat().st_mode | stat.S_IXUSR)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SSH_LOG": str(tmp_path / "ssh.log")}
+    return env
+
+
+def test_the_launcher_exits_with_its_commands_code_and_tells_every_worker(tmp_path, ssh_log_env):
+    env = ssh_log_env
     done = run("mpi-launcher", "/ctl", "-o BatchMode=yes", "w-0.n w-1.n", "/bin/sh", "-c", "echo ran; exit 3", env=env)
     assert (done.returncode, done.stdout) == (3, "ran\n")
     told = sorted((tmp_path / "ssh.log").read_text().splitlines())
@@ -59,15 +66,10 @@ def test_the_launcher_exits_with_its_commands_code_and_tells_every_worker(tmp_pa
                     for host in ("w-0.n", "w-1.n")]
 
 
-def test_a_stopped_launcher_stops_its_command_and_tells_the_workers(tmp_path):
+def test_a_stopped_launcher_stops_its_command_and_tells_the_workers(tmp_path, ssh_log_env):
     import signal
     import time
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    ssh = bin_dir / "ssh"
-    ssh.write_text('#!/bin/sh\necho "$*" >> "$SSH_LOG"\n')
-    ssh.chmod(ssh.stat().st_mode | stat.S_IXUSR)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SSH_LOG": str(tmp_path / "ssh.log")}
+    env = ssh_log_env
     launcher = subprocess.Popen(["/bin/sh", "-c", script("mpi-launcher"), "mpi-launcher", "/ctl", "-q", "w-0.n",
                                  "sleep", "300"], env=env)
     try:
