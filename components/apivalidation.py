@@ -14,6 +14,7 @@ output, a generated key) is opaque and its checks are skipped.
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 from .errors import shown
@@ -466,6 +467,7 @@ def _check_env(entry: dict[str, Any], at: Path, add: Add) -> None:
             _key_ref(ref, (*at, "valueFrom", given[0]), add)
 
 
+@lru_cache(maxsize=4096)   # see components.naming.label_key_problem
 def env_name_problem(name: str) -> str | None:
     """Why `name` is not an env var name the API server accepts, or None."""
     if not _ENV_NAME.fullmatch(name) or name in (".", "..") or name.startswith(".."):

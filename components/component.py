@@ -2,6 +2,7 @@
 
 import asyncio
 import re
+from functools import lru_cache
 from typing import Any, Callable, Optional
 
 import pulumi
@@ -28,6 +29,7 @@ _RESOURCE_CLASSES: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] =
 _KEY_ALGORITHMS = {"ECDSA-P521": {"algorithm": "ECDSA", "ecdsa_curve": "P521"}, "ED25519": {"algorithm": "ED25519"}}
 
 
+@lru_cache(maxsize=None)   # a few dozen field names
 def _snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
@@ -61,7 +63,10 @@ class TrainJobComponent(pulumi.ComponentResource):
         if not isinstance(name, str):
             raise TrainJobError(component, repr(name), [Issue("name", f"must be a string, got {type(name).__name__}: "
                                                                       "the job name names its Service, Jobs and pods")])
-        parsed, deferred = _checked_when_resolved(component, name, parse_args(component, name, self.args_type, args))
+        parsed = parse_args(component, name, self.args_type, args)
+        deferred = _holds_deferred(args)
+        if deferred:
+            parsed = _checked_when_resolved(component, name, parsed)
         plan = derive(self.family, name, parsed)
         _claim_names(component, name, plan)
         super().__init__(f"{PACKAGE}:index:{component}", name, None, opts)
@@ -81,16 +86,27 @@ class TrainJobComponent(pulumi.ComponentResource):
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind == "Job" else []) + ordered_after,
             )
-            resource = self._register(manifest, child_opts)
+            # Registered here rather than in a helper: Pulumi records the call stack of every resource,
+            # and each frame between the program and the resource class costs time per resource.
+            props = {_snake(k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+            resource = _RESOURCE_CLASSES[(manifest["apiVersion"], kind)](object_name, opts=child_opts, **props)
             self.resources[f"{kind}/{object_name}"] = resource
             by_name[object_name] = resource
             if kind != "Job":
                 prerequisites.append(resource)
 
-        values = {field: getattr(plan.outputs, field) for field in self.outputs_type.model_fields}
-        for field, value in values.items():
-            setattr(self, field, pulumi.Output.from_input(value))
-        self.register_outputs(values)
+        self._output_values = {field: getattr(plan.outputs, field) for field in self.outputs_type.model_fields}
+        self.register_outputs(self._output_values)
+
+    def __getattr__(self, attribute: str) -> pulumi.Output:
+        """An output attribute (`job.master_addr`) becomes an Output when first read: most programs read
+        few of them, and an Output per value per job is a measurable part of registering many jobs."""
+        values = self.__dict__.get("_output_values", {})
+        if attribute not in values:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attribute!r}")
+        output = pulumi.Output.from_input(values[attribute])
+        setattr(self, attribute, output)
+        return output
 
     def _resolve(self, value: Any, caller_depends: list) -> Any:
         """The manifest with each placeholder replaced by an Output (see components.deferred)."""
@@ -112,12 +128,6 @@ class TrainJobComponent(pulumi.ComponentResource):
             self.resources[f"PrivateKey/{value.name}"] = key
         return key.private_key_openssh if value.part == "private" else key.public_key_openssh
 
-    @staticmethod
-    def _register(manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-        resource_class = _RESOURCE_CLASSES[(manifest["apiVersion"], manifest["kind"])]
-        props = {_snake(k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-        return resource_class(manifest["metadata"]["name"], opts=opts, **props)
-
 
 def _as_list(depends_on: Any) -> list:
     if depends_on is None:
@@ -125,16 +135,25 @@ def _as_list(depends_on: Any) -> list:
     return list(depends_on) if isinstance(depends_on, (list, tuple)) else [depends_on]
 
 
-def _checked_when_resolved(component: str, name: str, model: BaseModel) -> tuple[BaseModel, bool]:
-    """The arguments with each Output replaced by one that checks its value once resolved, and whether
-    there was any.
+def _holds_deferred(value: Any) -> bool:
+    """Whether the arguments as given hold an Output anywhere (most hold none, and then the parsed
+    arguments need no walk)."""
+    if isinstance(value, BaseModel):
+        return any(_holds_deferred(getattr(value, field)) for field in value.model_fields_set)
+    if isinstance(value, dict):
+        return any(_holds_deferred(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_deferred(v) for v in value)
+    return is_deferred(value)
+
+
+def _checked_when_resolved(component: str, name: str, model: BaseModel) -> BaseModel:
+    """The arguments with each Output replaced by one that checks its value once resolved.
 
     A value Pulumi resolves later (an Output image, an Output namespace) cannot be checked at
     construction; it gets the same check when it resolves, and a bad value fails the update with
     the argument named. Secrets stay secret and unknowns stay unknown (apply keeps both).
     """
-    found = [False]
-
     def walk(value: Any, path: str, leaf: str) -> Any:
         if isinstance(value, BaseModel):
             updates = {}
@@ -151,13 +170,12 @@ def _checked_when_resolved(component: str, name: str, model: BaseModel) -> tuple
             new = [walk(v, f"{path}[{i}]", leaf) for i, v in enumerate(value)]
             return new if any(a is not b for a, b in zip(new, value)) else value
         if is_deferred(value):
-            found[0] = True
             output = pulumi.Output.from_input(value)
             asyncio.ensure_future(_note_secret(output))
             return output.apply(lambda resolved: _check(component, name, path, leaf, resolved))
         return value
 
-    return walk(model, "", ""), found[0]
+    return walk(model, "", "")
 
 
 async def _note_secret(output: pulumi.Output) -> None:

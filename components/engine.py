@@ -8,6 +8,7 @@ outputs, and key pairs real keys.
 """
 
 import asyncio
+import gc
 import json
 import os
 import runpy
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -250,7 +252,8 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
         return pulumi.Output.from_input(asyncio.ensure_future(_collect_outputs(outputs)))
 
     try:
-        _run()
+        with _few_collections():
+            _run()
     except Exception as exc:  # a value that failed while resolving (an Output argument's check, say)
         raised.append(exc)
     finally:
@@ -259,6 +262,28 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
         _quiet_about(raised[0])
     error = _train_job_error(raised[0]) if raised else None
     return error, StackResult(project, stack, list(monitor.registered), outputs)
+
+
+# Young objects per collection, and collections of each generation per collection of the next (the
+# defaults are 700, 10, 10): chosen by measuring N-job registrations (docs/performance.md).
+_RUN_GC_THRESHOLDS = (10_000, 50, 100)
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """Garbage collection tuned for one program run: each generation is collected far less often.
+
+    A run allocates many short-lived objects (Outputs, futures, requests) and keeps many others until
+    it ends (resources, plans), so with the default settings the collector rescans the same survivors
+    over and over, and its time grows faster than the number of jobs. The settings are restored
+    afterwards, and the next collection takes the run's garbage as usual.
+    """
+    threshold = gc.get_threshold()
+    gc.set_threshold(*_RUN_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
 
 
 def _quiet_about(error: BaseException) -> None:

@@ -4,6 +4,7 @@ Patterns are matched whole (`fullmatch`): `$` would also accept a value ending i
 """
 
 import re
+from functools import lru_cache
 
 from .errors import IssueCollector, shown
 
@@ -52,6 +53,9 @@ def is_rfc1035_label(value: str) -> bool:
     return len(value) <= MAX_DNS_LABEL and bool(_RFC1035_LABEL.fullmatch(value))
 
 
+# Cached (here, for image references and env names): every object of every job carries the same few
+# derived label keys and values, images and env names, and validating many jobs checks them again and again.
+@lru_cache(maxsize=4096)
 def label_key_problem(key: str) -> str | None:
     """Why `key` is not a valid label or annotation key (a qualified name), or None."""
     prefix, slash, name = key.rpartition("/")
@@ -63,6 +67,7 @@ def label_key_problem(key: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def label_value_problem(value: str) -> str | None:
     """Why `value` is not a valid label value, or None."""
     if len(value) > MAX_DNS_LABEL or not _LABEL_VALUE.fullmatch(value):
@@ -86,6 +91,7 @@ _IMAGE_REFERENCE = re.compile(
     r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 
 
+@lru_cache(maxsize=1024)
 def image_problem(value: str) -> str | None:
     """Why `value` is not an image reference the kubelet can pull (`[registry/]path[:tag][@digest]`), or None."""
     if value != value.strip():
