@@ -65,7 +65,7 @@ class Model(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, arbitrary_types_allowed=True,
-                              use_attribute_docstrings=True, use_enum_values=True, validate_default=False)
+                              use_enum_values=True, validate_default=False)
 
     def __init__(self, **data: Any) -> None:
         try:

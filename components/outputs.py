@@ -14,7 +14,7 @@ __all__ = ["JobOutputs"]
 class JobOutputs(BaseModel):
     """Outputs of every training job."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     service_name: str
     """Headless Service of the job, which is also its pods' DNS subdomain."""

@@ -19,6 +19,7 @@ from pulumi.provider.provider import Provider
 from pydantic import BaseModel
 
 from .component import PACKAGE, TrainJobComponent
+from .descriptions import field_description
 from .jax import JaxTrainJob
 from .mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
 from .torch import TorchTrainJob
@@ -37,8 +38,8 @@ def package_version() -> str:
 
 
 class _DescribedAnalyzer(Analyzer):
-    """Pulumi's analyzer, reading descriptions from the pydantic fields (which hold each attribute's
-    docstring, inherited ones included) and adding each argument's default."""
+    """Pulumi's analyzer, reading each field's description from its docstring (inherited ones included,
+    components.descriptions) and adding each argument's default."""
 
     def get_docstring(self, typ: type, name: str) -> Optional[str]:
         if isinstance(typ, type) and issubclass(typ, TrainJobComponent):
@@ -48,7 +49,7 @@ class _DescribedAnalyzer(Analyzer):
             return super().get_docstring(typ, name)
         field = fields[name]
         default = None if field.is_required() else field.get_default(call_default_factory=True)
-        return _with_default(field.description or "", default)
+        return _with_default(field_description(typ, name), default)
 
 
 def _with_default(description: str, default: Any) -> str:

@@ -10,6 +10,7 @@ from typing import Any, Union
 import pulumi
 from pydantic import BaseModel
 
+from .descriptions import field_description
 from .provider import COMPONENTS
 
 HEADER = """# Arguments and outputs of every component
@@ -67,7 +68,7 @@ def _table(model: type[BaseModel]) -> list[str]:
     for name, field in model.model_fields.items():
         kind, takes_outputs = _type(field.annotation)
         kind += " (Input)" if takes_outputs else ""
-        description = " ".join((field.description or "").split()).replace("|", "\\|")
+        description = " ".join(field_description(model, name).split()).replace("|", "\\|")
         rows.append(f"| `{name}` | {kind} | {_default(field)} | {description} |")
     return rows
 
@@ -98,7 +99,7 @@ def document() -> str:
                   f"`{component.__name__}(name, args: {args.__name__} | dict, opts=None)`", "", *_table(args), "",
                   "Outputs:", "", "| output | type | description |", "|---|---|---|"]
         for name, field in outputs.model_fields.items():
-            lines.append(f"| `{name}` | {_type(field.annotation)[0]} | {' '.join((field.description or '').split())} |")
+            lines.append(f"| `{name}` | {_type(field.annotation)[0]} | {' '.join(field_description(outputs, name).split())} |")
         lines.append("")
         nested += _nested(args, seen)
     lines += ["## Types used by the arguments", ""]
