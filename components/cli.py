@@ -54,9 +54,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out {out} is a file; choose a directory")
     result = _run(args)
+    objects = render.kubernetes_objects(result)
     before = render.read_rendered(out)
     try:
-        paths = render.write(result, out)
+        paths = render.write(result, out, objects)
     except FileExistsError:
         raise
     except OSError as exc:
@@ -65,7 +66,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     print(render.tree(result))
     print(f"\nwrote {len(paths) - 2} objects, {render.RANKS_FILE} and {render.TREE_FILE} to {out}/")
     if before:
-        changed = render.changes(before, render.kubernetes_objects(result))
+        changed = render.changes(before, objects)
         print(f"\nchanges since the previous render in {out}/:")
         print("\n".join(f"  {line}" for line in changed) if changed else "  none")
     return 0
@@ -86,8 +87,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
-    import os
-
     from . import localrun  # imported here: only this command needs it
 
     problems = localrun.host_problems()
@@ -104,11 +103,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     except localrun.PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return localrun.EXIT_USAGE
-    # Everything is written and cleaned up: end the process without the interpreter's teardown of
-    # pulumi's modules and threads, which takes longer than a run's own clean-up.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(outcome.exit_code)
+    return outcome.exit_code
 
 
 def parser() -> argparse.ArgumentParser:
@@ -167,5 +162,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def entry() -> None:
+    """The `trainjobs` command: `main`, then the process ends as soon as its output is out.
+
+    Everything is written by then; the interpreter's teardown of pulumi's modules and threads would
+    only add a quarter of a second or more to every render (measured in docs/performance.md).
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:   # the reader is gone; nothing more can reach it
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

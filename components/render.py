@@ -138,9 +138,10 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
     return sorted(objects, key=sort_key)
 
 
-def write(result: StackResult, out: Path) -> list[Path]:
-    """Replace `out`'s rendered files with this result's. Refuses a directory it did not write."""
-    objects = kubernetes_objects(result)
+def write(result: StackResult, out: Path, objects: list[dict[str, Any]] | None = None) -> list[Path]:
+    """Replace `out`'s rendered files with this result's (`objects`: its `kubernetes_objects`, if the
+    caller has them already). Refuses a directory it did not write."""
+    objects = kubernetes_objects(result) if objects is None else objects
     documents = {file_name(obj): to_yaml(obj) for obj in objects}
     documents[RANKS_FILE] = ranks_text(objects)
     documents[TREE_FILE] = tree(result) + "\n"
@@ -167,10 +168,11 @@ def tree(result: StackResult) -> str:
     children: dict[str | None, list] = {}
     for resource in result.resources:
         children.setdefault(resource.parent_urn, []).append(resource)
+    manifests = {r.urn: r.manifest for r in result.kubernetes()}   # each made once: the tree reads them often
 
     def label(resource) -> str:
         if resource.is_kubernetes:
-            obj = resource.manifest
+            obj = manifests[resource.urn]
             return f"{obj['kind']} {obj['metadata']['name']}"
         return f"{resource.type.rsplit(':', 1)[-1]} {resource.name}"
 
@@ -182,12 +184,12 @@ def tree(result: StackResult) -> str:
         return f"  after {', '.join(names)}" if names else ""
 
     def order(resource) -> tuple:
-        return sort_key(resource.manifest) if resource.is_kubernetes else ("~", resource.name)
+        return sort_key(manifests[resource.urn]) if resource.is_kubernetes else ("~", resource.name)
 
     def walk(resource, prefix: str, last: bool) -> None:
         detail = ""
         if resource.is_kubernetes and resource.kind == "Job":
-            detail = f"  ({resource.manifest['spec'].get('completions', 1)} pods)"
+            detail = f"  ({manifests[resource.urn]['spec'].get('completions', 1)} pods)"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):

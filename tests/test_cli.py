@@ -244,3 +244,44 @@ def test_a_program_with_a_typed_args_mistake_exits_2_without_a_traceback(capsys,
         f"{construct}\n")
     err = fails(capsys, project, with_stack(project, "config: {}\n"))
     assert err.startswith("error: ") and f"  - {field}" in err
+
+
+# --- the command as a process ----------------------------------------------------------------------------------
+
+def trainjobs(*argv: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "components.cli", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_the_command_ends_with_its_output_complete_and_its_status(project):
+    """The process ends right after its output is flushed: all of it arrives, files included, and the
+    status is the command's."""
+    program = with_stack(project, "config:\n  proj:jobs: [{name: a, num_nodes: 2}, {name: b}]\n")
+    done = trainjobs("render", program, "--out", "out", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("wrote 4 objects, ranks.txt and tree.txt to out/")
+    assert sorted(p.name for p in (project / "out").iterdir() if not p.name.startswith(".")) == [
+        "batch_v1-job-default-a-node-0.yaml", "batch_v1-job-default-b-node-0.yaml", "ranks.txt", "tree.txt",
+        "v1-service-default-a.yaml", "v1-service-default-b.yaml"]
+    assert "completions: 2" in (project / "out" / "batch_v1-job-default-a-node-0.yaml").read_text()
+
+    failed = trainjobs("render", program, "--out", "other", "--config", "jobs=[{name: c, num_nodes: 0}]", cwd=project)
+    assert failed.returncode == 2
+    assert failed.stderr.startswith("error: ") and "num_nodes" in failed.stderr and "Traceback" not in failed.stderr
+    assert not (project / "other").exists()
+
+
+def test_explain_into_a_closed_pipe_ends_quietly(project):
+    import subprocess
+    import sys
+    jobs = ", ".join(f"{{name: j{i}, num_nodes: 2}}" for i in range(100))   # about 90 KB: more than a pipe holds
+    program = with_stack(project, f"config:\n  proj:jobs: [{jobs}]\n")
+    reader = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    writer = subprocess.run([sys.executable, "-m", "components.cli", "explain", program], cwd=project,
+                            stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=600)
+    reader.stdin.close()
+    first = reader.stdout.read()
+    reader.wait(timeout=60)
+    assert writer.returncode == 0 and "Traceback" not in writer.stderr and first.strip()
