@@ -7,7 +7,6 @@ from typing import Any, Callable, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
-import pulumi_tls as tls
 from pydantic import BaseModel
 
 from .args import is_deferred, parse_args
@@ -74,7 +73,7 @@ class TrainJobComponent(pulumi.ComponentResource):
         self.plan = plan
         caller_depends = _as_list(opts.depends_on if opts else None)
         self.resources: dict[str, pulumi.CustomResource] = {}
-        self._keys: dict[str, tls.PrivateKey] = {}
+        self._keys: dict[str, pulumi.CustomResource] = {}   # pulumi_tls.PrivateKey by name
         prerequisites: list[pulumi.Resource] = []
         by_name: dict[str, pulumi.CustomResource] = {}
         for manifest in plan.manifests:
@@ -122,6 +121,7 @@ class TrainJobComponent(pulumi.ComponentResource):
             return pulumi.Output.from_input(value.value).apply(short_digest)
         key = self._keys.get(value.name)
         if key is None:
+            import pulumi_tls as tls   # here: only families with SSH keys need it
             key = tls.PrivateKey(value.name, **_KEY_ALGORITHMS[value.algorithm],
                                  opts=pulumi.ResourceOptions(parent=self, depends_on=caller_depends))
             self._keys[value.name] = key

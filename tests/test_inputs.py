@@ -116,6 +116,16 @@ def test_typed_args_and_outputs_compose():
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "img:2"
 
 
+def test_a_bad_output_deep_inside_typed_args_is_found_and_checked_when_it_resolves():
+    from components import Initializer
+    args = TorchTrainJobArgs(image="img:1", dataset_initializer=Initializer(
+        storage_uri="hf://org/data", image=pulumi.Output.from_input("Bad Image")))
+    error, _ = attempt(lambda: TorchTrainJob("llm", args))
+    assert isinstance(error, TrainJobError), error
+    assert error.issues[0].field == "dataset_initializer.image"
+    assert "arrived as an Output" in error.issues[0].message
+
+
 def test_an_initializer_env_from_output_is_accepted_and_keeps_its_marker_stable():
     def program(secret):
         TorchTrainJob("llm", {"image": "img:1", "dataset_initializer": {
