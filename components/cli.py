@@ -41,12 +41,13 @@ def _stack_outputs(pairs: list[str]) -> dict[str, dict]:
 
 def _run(args: argparse.Namespace, preview: bool = True):
     """The program's registrations: as a preview for render and explain (secrets from the stack file and
-    other stacks' outputs need not be readable), as an update for run-local (real keys, real values)."""
+    other stacks' outputs need not be readable, keys are made at deploy time), as an update for
+    run-local (real values, and real keys its pods log in with)."""
     program = Path(args.program)
     if not (program / "__main__.py" if program.is_dir() else program).is_file():
         raise FileNotFoundError(f"no program at {program}; give a Pulumi program file such as stacks/__main__.py")
     return run_program(program, stack=args.stack, config=_config(args.config), preview=preview,
-                       stack_outputs=_stack_outputs(args.stack_output))
+                       stack_outputs=_stack_outputs(args.stack_output), real_keys=not preview)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -55,18 +56,19 @@ def cmd_render(args: argparse.Namespace) -> int:
         raise FileExistsError(f"--out {out} is a file; choose a directory")
     result = _run(args)
     objects = render.kubernetes_objects(result)
-    before = render.read_rendered(out)
+    texts = render.files(result, objects)
     try:
-        paths = render.write(result, out, objects)
+        previous = render.previous_files(out)
+        render.write_files(out, texts, previous)
     except FileExistsError:
         raise
     except OSError as exc:
         print(f"error: --out {out}: cannot write there: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(render.tree(result))
-    print(f"\nwrote {len(paths) - 2} objects, {render.RANKS_FILE} and {render.TREE_FILE} to {out}/")
-    if before:
-        changed = render.changes(before, objects)
+    print(texts[render.TREE_FILE], end="")
+    print(f"\nwrote {len(objects)} objects, {render.RANKS_FILE} and {render.TREE_FILE} to {out}/")
+    if previous:
+        changed = render.changes_since(previous, texts, objects)
         print(f"\nchanges since the previous render in {out}/:")
         print("\n".join(f"  {line}" for line in changed) if changed else "  none")
     return 0

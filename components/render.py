@@ -138,26 +138,46 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
     return sorted(objects, key=sort_key)
 
 
-def write(result: StackResult, out: Path, objects: list[dict[str, Any]] | None = None) -> list[Path]:
-    """Replace `out`'s rendered files with this result's (`objects`: its `kubernetes_objects`, if the
-    caller has them already). Refuses a directory it did not write."""
-    objects = kubernetes_objects(result) if objects is None else objects
-    documents = {file_name(obj): to_yaml(obj) for obj in objects}
-    documents[RANKS_FILE] = ranks_text(objects)
-    documents[TREE_FILE] = tree(result) + "\n"
-    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+def files(result: StackResult, objects: list[dict[str, Any]]) -> dict[str, str]:
+    """Every file of a render, by name: one YAML file per object (`objects`: the result's
+    `kubernetes_objects`), the per-pod view and the tree."""
+    texts = {file_name(obj): to_yaml(obj) for obj in objects}
+    texts[RANKS_FILE] = ranks_text(objects)
+    texts[TREE_FILE] = tree(result) + "\n"
+    return texts
+
+
+def previous_files(out: Path) -> dict[str, str]:
+    """The files of the render `out` holds, by name (none if `out` is missing or empty). Refuses a
+    directory the render did not write."""
+    if not out.exists() or not any(out.iterdir()):
+        return {}
+    if not (out / MARKER).exists():
         raise FileExistsError(f"{out} is not empty and was not written by `trainjobs render`; "
                               "choose another --out directory")
-    if out.exists():
+    return {path.name: path.read_text() for path in out.iterdir() if path.is_file() and path.name != MARKER}
+
+
+def write_files(out: Path, texts: dict[str, str], previous: dict[str, str]) -> list[Path]:
+    """Make `out` hold exactly `texts`: files that went away are removed, and only new or changed
+    files are written (a re-render of an unchanged program writes nothing)."""
+    if not previous and out.exists():
         shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / MARKER).write_text("Written by `trainjobs render`; the directory is replaced on each render.\n")
-    paths = []
-    for name, text in sorted(documents.items()):
-        path = out / name
-        path.write_text(text)
-        paths.append(path)
-    return paths
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / MARKER
+    if not marker.exists():
+        marker.write_text("Written by `trainjobs render`; the directory is replaced on each render.\n")
+    for name in previous.keys() - texts.keys():
+        (out / name).unlink()
+    for name, text in texts.items():
+        if previous.get(name) != text:
+            (out / name).write_text(text)
+    return [out / name for name in sorted(texts)]
+
+
+def write(result: StackResult, out: Path) -> list[Path]:
+    """Replace `out`'s rendered files with this result's. Refuses a directory it did not write."""
+    return write_files(out, files(result, kubernetes_objects(result)), previous_files(out))
 
 
 def tree(result: StackResult) -> str:
@@ -452,11 +472,13 @@ _REPLACED_BY = {
 }
 
 
-def read_rendered(out: Path) -> list[dict[str, Any]]:
-    """The objects of a previous render in `out` (none if it holds none)."""
-    if not (out / MARKER).exists():
-        return []
-    return [yaml.load(path.read_text(), Loader=LOADER) for path in sorted(out.glob("*.yaml"))]
+def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> list[str]:
+    """`changes` from a previous render's files to this one's (`texts`, from `objects`); only the
+    objects whose file differs are compared, and only their previous files are parsed."""
+    differ = {name for name in previous.keys() | texts.keys()
+              if name.endswith(".yaml") and previous.get(name) != texts.get(name)}
+    before = [yaml.load(previous[name], Loader=LOADER) for name in sorted(differ & previous.keys())]
+    return changes(before, [obj for obj in objects if file_name(obj) in differ])
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:

@@ -225,8 +225,17 @@ def test_launcher_as_node_without_a_node_template_registers_nothing():
     assert result.resources == []
 
 
+def test_a_test_run_makes_no_key_unless_asked(monkeypatch):
+    import components.engine as engine
+    made = []
+    monkeypatch.setattr(engine, "_ssh_key_pair", lambda *a: made.append(a))
+    secret = mpi({"num_nodes": 2}).get("Secret", "pi-mpi-ssh-auth").manifest
+    assert made == []   # nothing logs in with it; pulumi-tls makes the real key at deploy time
+    assert secret["stringData"] == {"ssh-privatekey": engine.PLACEHOLDER_KEY, "ssh-publickey": engine.PLACEHOLDER_KEY}
+
+
 def test_ssh_secret_and_key_pair():
-    result = mpi({"num_nodes": 2})
+    result = run(lambda: MpiTrainJob("pi", {**BASE, "num_nodes": 2}), real_keys=True)
     secret = result.get("Secret", "pi-mpi-ssh-auth")
     key = result.get(type="tls:index/privateKey:PrivateKey")
     assert key.name == "pi-ssh-key"

@@ -59,7 +59,7 @@ def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monk
 
 
 def test_real_keys_of_an_update_never_appear_in_views_or_redacted_objects():
-    result = run_program(PROGRAM, stack="hpc")   # an update, as run-local runs it: real keys
+    result = run_program(PROGRAM, stack="hpc", real_keys=True)   # as run-local runs it
     keys = [r.inputs for r in result.find(type="tls:index/privateKey:PrivateKey")]
     secrets = [r.manifest["stringData"]["ssh-privatekey"] for r in result.find(kind="Secret")]
     assert len(keys) == 2 and all("PRIVATE KEY" in key for key in secrets)
@@ -194,6 +194,30 @@ def test_rerender_says_which_changes_restart_training(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "- Job demo-node-0: deleted (its training stops)" in out
     assert "+ Job other-node-0: created" in out
+
+
+def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path):
+    import os
+    two = '[{"kind": "TorchTrainJob", "name": "a", "num_nodes": 2}, {"kind": "TorchTrainJob", "name": "b"}]'
+    assert render(tmp_path, "--config", f"jobs={two}")[0] == 0
+    out = tmp_path / "out"
+    first = files(out)
+    for path in out.iterdir():   # an old time on every file: a rewrite shows as a new one
+        os.utime(path, ns=(1, 1))
+
+    assert render(tmp_path, "--config", f"jobs={two}")[0] == 0
+    assert files(out) == first and all(path.stat().st_mtime_ns == 1 for path in out.iterdir())
+
+    one_bigger = '[{"kind": "TorchTrainJob", "name": "a", "num_nodes": 3}]'
+    assert render(tmp_path, "--config", f"jobs={one_bigger}")[0] == 0
+    rewritten = sorted(path.name for path in out.iterdir() if path.stat().st_mtime_ns != 1)
+    assert rewritten == ["batch_v1-job-default-a-node-0.yaml", "ranks.txt", "tree.txt"]
+    assert sorted(files(out)) == ["batch_v1-job-default-a-node-0.yaml", "ranks.txt", "tree.txt",
+                                  "v1-service-default-a.yaml"]
+    fresh = tmp_path / "fresh"
+    assert main(["render", str(PROGRAM), "--stack", "dev", "--out", str(fresh), "--config",
+                 f"jobs={one_bigger}"]) == 0
+    assert files(out) == files(fresh)   # the same bytes as rendering into an empty directory
 
 
 def test_changes_only_touching_job_metadata_do_not_restart_training():
