@@ -10,7 +10,6 @@ times (default 1), and reports the medians of wall, CPU and garbage-collection t
 """
 
 import gc
-import importlib
 import json
 import resource
 import statistics
@@ -22,18 +21,15 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import components  # noqa: E402
+from components.core import derive as derive_manifests  # noqa: E402
 from components.render import ranks_text  # noqa: E402
 from components.testing import run  # noqa: E402
 
 import registration  # noqa: E402
 
-# The pure derivation of each family, and the arguments it takes, as "module:attribute".
-# The one place to update when these entry points move.
-DERIVE: dict[str, tuple[str, str]] = {
-    "torch": ("components.torch:derive_torch", "components.torch:TorchTrainJobArgs"),
-    "mpi": ("components.mpi:derive_mpi", "components.mpi:MpiTrainJobArgs"),
-    "jax": ("components.jax:derive_jax", "components.jax:JaxTrainJobArgs"),
-}
+# The families whose pure derivation is measured, by component class: `components.core.derive` turns
+# the class's parsed arguments into manifests with its family, as the component does before registering.
+DERIVE: dict[str, str] = {"torch": "TorchTrainJob", "mpi": "MpiTrainJob", "jax": "JaxTrainJob"}
 DERIVE_ARGS = {
     "torch": registration.CASES["torch"][1],
     "mpi": registration.CASES["mpi"][1],
@@ -47,11 +43,6 @@ VIEWS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
                               ("MpiTrainJob", "m", {**registration.CASES["mpi"][1], "num_nodes": 4096})],
     "torch 100000": [("TorchTrainJob", "t", {**registration.CASES["torch"][1], "num_nodes": 100000})],
 }
-
-
-def _attribute(path: str) -> Any:
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 class GcClock:
@@ -124,10 +115,10 @@ def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) ->
 
 
 def derive(family: str, sizes: list[int]) -> None:
-    function, args_type = (_attribute(p) for p in DERIVE[family])
+    component = getattr(components, DERIVE[family])
     for nodes in sizes:
-        args = args_type.model_validate({**DERIVE_ARGS[family], "num_nodes": nodes})
-        wall, cpu = _per_call(lambda: function("job", args))
+        args = component.args_type.model_validate({**DERIVE_ARGS[family], "num_nodes": nodes})
+        wall, cpu = _per_call(lambda: derive_manifests(component.family, "job", args))
         emit(family=family, nodes=nodes, seconds=wall, cpu_seconds=cpu)
 
 
