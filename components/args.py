@@ -368,6 +368,12 @@ class TrainJobArgs(_PodFields):
 resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, TrainJobArgs)
 
 
+def shared_runtime(runtime: TrainingRuntime) -> Any:
+    """The default of a `runtime` argument: the built-in runtime itself. Runtimes are frozen, so every
+    job shares it; a plain default would be deep-copied each time arguments are parsed."""
+    return Field(default_factory=lambda: runtime)
+
+
 def builtin_runtime(value: Any, family: str, runtimes: dict[str, TrainingRuntime]) -> Any:
     """A `runtime` argument naming a built-in runtime, as a string (stack config) or as a runtime
     that gives only a built-in's name (other Pulumi languages), is that built-in runtime."""

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
 from .component import TrainJobComponent
 from .family import Family, Job, TrainingRole
 from .manifests import completion_index_env, container
@@ -37,7 +37,7 @@ BUILTIN_RUNTIMES = {JAX_DISTRIBUTED.name: JAX_DISTRIBUTED}
 class JaxTrainJobArgs(TrainJobArgs):
     """Arguments of JaxTrainJob."""
 
-    runtime: Optional[JaxRuntime] = JAX_DISTRIBUTED
+    runtime: Optional[JaxRuntime] = shared_runtime(JAX_DISTRIBUTED)
     """A JaxRuntime, or the name of a built-in one. Default: jax-distributed."""
 
     @field_validator("runtime", mode="before")

@@ -21,7 +21,8 @@ import pulumi
 from pydantic import Field, field_validator
 
 from .apivalidation import MAX_ENV_STRING
-from .args import EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
+from .args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+                   shared_runtime)
 from .component import TrainJobComponent
 from .deferred import GeneratedSSHKey, concat
 from .family import Family, Job, TrainingRole
@@ -113,7 +114,7 @@ class MpiTrainJobArgs(TrainJobArgs):
     """How long the launcher waits for every host to resolve and accept SSH before it fails."""
     cluster_domain: Optional[str] = CLUSTER_DOMAIN
     """The cluster's DNS domain, for the pods' DNS search path (Intel MPI and MPICH)."""
-    runtime: Optional[MpiRuntime] = MPI_DISTRIBUTED
+    runtime: Optional[MpiRuntime] = shared_runtime(MPI_DISTRIBUTED)
     """An MpiRuntime, or the name of a built-in one. Default: mpi-distributed."""
 
     @field_validator("runtime", mode="before")
@@ -125,14 +126,14 @@ class MpiTrainJobArgs(TrainJobArgs):
 class DeepSpeedTrainJobArgs(MpiTrainJobArgs):
     """Arguments of DeepSpeedTrainJob: those of MpiTrainJob."""
 
-    runtime: Optional[MpiRuntime] = DEEPSPEED_DISTRIBUTED
+    runtime: Optional[MpiRuntime] = shared_runtime(DEEPSPEED_DISTRIBUTED)
     """An MpiRuntime, or the name of a built-in one. Default: deepspeed-distributed."""
 
 
 class MlxTrainJobArgs(MpiTrainJobArgs):
     """Arguments of MlxTrainJob: those of MpiTrainJob."""
 
-    runtime: Optional[MpiRuntime] = MLX_DISTRIBUTED
+    runtime: Optional[MpiRuntime] = shared_runtime(MLX_DISTRIBUTED)
     """An MpiRuntime, or the name of a built-in one. Default: mlx-distributed."""
 
 

@@ -10,7 +10,8 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .args import PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
+from .args import (PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+                   shared_runtime)
 from .component import TrainJobComponent
 from .errors import IssueCollector
 from .family import Family, Job, TrainingRole
@@ -73,7 +74,7 @@ class TorchTrainJobArgs(TrainJobArgs):
     env_injection: Optional[list[str]] = Field(default_factory=list)
     """Names of sidecars and init containers of the trainer pods that also get the derived torch env
     (Kubeflow's envInjection)."""
-    runtime: Optional[TorchRuntime] = TORCH_DISTRIBUTED
+    runtime: Optional[TorchRuntime] = shared_runtime(TORCH_DISTRIBUTED)
     """A TorchRuntime, or the name of a built-in one. Default: torch-distributed (image
     pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime, no command)."""
 

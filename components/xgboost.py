@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types
+from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
 from .component import TrainJobComponent
 from .family import Family, Job, TrainingRole
 from .manifests import completion_index_env, container
@@ -39,7 +39,7 @@ BUILTIN_RUNTIMES = {XGBOOST_DISTRIBUTED.name: XGBOOST_DISTRIBUTED}
 class XGBoostTrainJobArgs(TrainJobArgs):
     """Arguments of XGBoostTrainJob."""
 
-    runtime: Optional[XGBoostRuntime] = XGBOOST_DISTRIBUTED
+    runtime: Optional[XGBoostRuntime] = shared_runtime(XGBOOST_DISTRIBUTED)
     """An XGBoostRuntime, or the name of a built-in one. Default: xgboost-distributed (image
     ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0, no command)."""
 
