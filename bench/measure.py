@@ -21,7 +21,6 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import components  # noqa: E402
-from components.core import derive as derive_manifests  # noqa: E402
 from components.render import ranks_text  # noqa: E402
 from components.testing import run  # noqa: E402
 
@@ -115,6 +114,7 @@ def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) ->
 
 
 def derive(family: str, sizes: list[int]) -> None:
+    from components.core import derive as derive_manifests   # here: the other sections also run on older checkouts
     component = getattr(components, DERIVE[family])
     for nodes in sizes:
         args = component.args_type.model_validate({**DERIVE_ARGS[family], "num_nodes": nodes})

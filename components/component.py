@@ -49,13 +49,10 @@ class TrainJobComponent(pulumi.ComponentResource):
     family = Family()   # each component class sets its own
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """The outputs model's fields become `pulumi.Output[...]` annotations, which Pulumi's schema
-        inference and the component provider read: one declaration gives attributes, outputs and schema."""
+        """The family's models are the component's arguments and outputs: one declaration gives the
+        attributes, `register_outputs` and, through components.provider, the package schema."""
         super().__init_subclass__(**kwargs)
         cls.args_type, cls.outputs_type = cls.family.args_type, cls.family.outputs_type
-        own = dict(cls.__dict__.get("__annotations__", {}))
-        own.update({name: pulumi.Output[field.annotation] for name, field in cls.outputs_type.model_fields.items()})
-        cls.__annotations__ = own
 
     def __init__(self, name: str, args: Any, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         component = type(self).__name__

@@ -11,6 +11,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Optional
 
+import pulumi
 from pulumi.provider import main
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
@@ -37,12 +38,34 @@ def package_version() -> str:
         return "0.0.0"
 
 
+class _OutputsView:
+    """A component's outputs as Pulumi's analyzer reads outputs: `pulumi.Output[...]` annotations.
+
+    The component classes carry no such annotations themselves: the Pulumi SDK reads a resource
+    class's own annotations again, uncached, every time one of its instances registers. (Its
+    `outputs_type`, the outputs model, is set but not annotated: every annotation here is an output.)
+    """
+
+
+def _outputs_view(component: type[TrainJobComponent]) -> type[_OutputsView]:
+    fields = component.outputs_type.model_fields
+    return type(component.__name__, (_OutputsView,), {
+        "__annotations__": {name: pulumi.Output[field.annotation] for name, field in fields.items()},
+        "__doc__": component.__doc__, "__module__": component.__module__, "outputs_type": component.outputs_type})
+
+
 class _DescribedAnalyzer(Analyzer):
-    """Pulumi's analyzer, reading each field's description from its docstring (inherited ones included,
-    components.descriptions) and adding each argument's default."""
+    """Pulumi's analyzer, reading each component's outputs from its family's outputs model, each field's
+    description from its docstring (inherited ones included, components.descriptions) and adding each
+    argument's default."""
+
+    def analyze_type(self, typ: type, *, is_component_output: bool) -> Any:
+        if isinstance(typ, type) and issubclass(typ, TrainJobComponent):
+            typ = _outputs_view(typ)
+        return super().analyze_type(typ, is_component_output=is_component_output)
 
     def get_docstring(self, typ: type, name: str) -> Optional[str]:
-        if isinstance(typ, type) and issubclass(typ, TrainJobComponent):
+        if isinstance(typ, type) and issubclass(typ, (TrainJobComponent, _OutputsView)):
             typ = typ.outputs_type
         fields = getattr(typ, "model_fields", None) if isinstance(typ, type) and issubclass(typ, BaseModel) else None
         if not fields or name not in fields:
