@@ -27,7 +27,7 @@ test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# 12 to 15 minutes on a busy 2-core machine; not part of `make test`. BENCH_ARGS="--only register" for one section,
+# About 6 minutes on a quiet 2-core machine; not part of `make test`. BENCH_ARGS="--only register" for one section,
 # "--run-local" to add run-local vs bare torchrun (needs root and the e2e packages). See docs/performance.md.
 bench: $(VENV)/.installed
 	$(PY) bench/run.py $(BENCH_ARGS)
