@@ -139,7 +139,9 @@ class DuplicateResourceError(Exception):
 
 
 class _RecordingMonitor(MockMonitor):
-    """The stock mock monitor, plus parents, duplicate detection and stack outputs."""
+    """The stock mock monitor, recording every registration (with its parent) and refusing duplicate
+    URNs; resources get their inputs back as outputs, and only key pairs and stack references, whose
+    outputs are more than their inputs, go through the mocks."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
