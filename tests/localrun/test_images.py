@@ -105,3 +105,16 @@ def test_an_unknown_image_gets_sshds_directory_only_when_its_pod_runs_sshd():
     assert [(e.path, e.content, e.mode) for e in sshd.entries] == [("/run/sshd", None, 0o755)]
     assert not sshd.users and not sshd.env and not sshd.stand_ins
     assert images.layer(["registry.example/mine:1"], [("python", "train.py")]).entries == []
+
+
+def test_the_hpc_examples_mpi_operator_pods_are_probed_and_reached_on_the_port_their_sshd_listens_on():
+    """A readiness probe on another port would keep the workers unready on a cluster, and the launcher,
+    which waits for them, would never start."""
+    objects = {o["metadata"]["name"]: o for o in kubernetes_objects(run_program(REPO / "stacks" / "__main__.py",
+                                                                                  stack="hpc"), redact=False)}
+    node = objects["pi-node-0"]["spec"]["template"]["spec"]["containers"][0]
+    assert images.known(node["image"]) is images.MPI_PI
+    assert node["readinessProbe"]["tcpSocket"]["port"] == node["ports"][0]["containerPort"] == images.SSH_PORT
+    launcher_env = {e["name"]: e.get("value") for e in
+                    objects["pi-launcher-0"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert launcher_env["OMPI_MCA_plm_rsh_args"].endswith(f" -p {images.SSH_PORT}")
