@@ -91,16 +91,15 @@ class TrainJobComponent(pulumi.ComponentResource):
             if kind != "Job":
                 prerequisites.append(resource)
 
-        self._output_values = {field: getattr(plan.outputs, field) for field in self.outputs_type.model_fields}
-        self.register_outputs(self._output_values)
+        self.register_outputs(dict(plan.outputs))
 
     def __getattr__(self, attribute: str) -> pulumi.Output:
         """An output attribute (`job.master_addr`) becomes an Output when first read: most programs read
         few of them, and an Output per value per job is a measurable part of registering many jobs."""
-        values = self.__dict__.get("_output_values", {})
-        if attribute not in values:
+        plan = self.__dict__.get("plan")
+        if plan is None or attribute not in self.outputs_type.model_fields:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {attribute!r}")
-        output = pulumi.Output.from_input(values[attribute])
+        output = pulumi.Output.from_input(getattr(plan.outputs, attribute))
         setattr(self, attribute, output)
         return output
 

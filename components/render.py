@@ -7,7 +7,6 @@ YAML goes through libyaml when it is installed; the pure-Python dumper writes th
 """
 
 import re
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -158,11 +157,9 @@ def previous_files(out: Path) -> dict[str, str]:
     return {path.name: path.read_text() for path in out.iterdir() if path.is_file() and path.name != MARKER}
 
 
-def write_files(out: Path, texts: dict[str, str], previous: dict[str, str]) -> list[Path]:
+def write_files(out: Path, texts: dict[str, str], previous: dict[str, str]) -> None:
     """Make `out` hold exactly `texts`: files that went away are removed, and only new or changed
     files are written (a re-render of an unchanged program writes nothing)."""
-    if not previous and out.exists():
-        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     marker = out / MARKER
     if not marker.exists():
@@ -172,12 +169,6 @@ def write_files(out: Path, texts: dict[str, str], previous: dict[str, str]) -> l
     for name, text in texts.items():
         if previous.get(name) != text:
             (out / name).write_text(text)
-    return [out / name for name in sorted(texts)]
-
-
-def write(result: StackResult, out: Path) -> list[Path]:
-    """Replace `out`'s rendered files with this result's. Refuses a directory it did not write."""
-    return write_files(out, files(result, kubernetes_objects(result)), previous_files(out))
 
 
 def tree(result: StackResult) -> str:
