@@ -20,13 +20,13 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import components  # noqa: E402
-from components.render import ranks_text  # noqa: E402
-from components.testing import run  # noqa: E402
+import trainjobs  # noqa: E402
+from trainjobs.tools.render import ranks_text  # noqa: E402
+from trainjobs.testing import run  # noqa: E402
 
 import registration  # noqa: E402
 
-# The families whose pure derivation is measured, by component class: `components.core.derive` turns
+# The families whose pure derivation is measured, by component class: `trainjobs.core.pipeline.derive` turns
 # the class's parsed arguments into manifests with its family, as the component does before registering.
 DERIVE: dict[str, str] = {"torch": "TorchTrainJob", "mpi": "MpiTrainJob", "jax": "JaxTrainJob"}
 DERIVE_ARGS = {
@@ -114,8 +114,8 @@ def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) ->
 
 
 def derive(family: str, sizes: list[int]) -> None:
-    from components.core import derive as derive_manifests   # here: the other sections also run on older checkouts
-    component = getattr(components, DERIVE[family])
+    from trainjobs.core.pipeline import derive as derive_manifests   # here: the other sections also run on older checkouts
+    component = getattr(trainjobs, DERIVE[family])
     for nodes in sizes:
         args = component.args_type.model_validate({**DERIVE_ARGS[family], "num_nodes": nodes})
         wall, cpu = _per_call(lambda: derive_manifests(component.family, "job", args))
@@ -124,7 +124,7 @@ def derive(family: str, sizes: list[int]) -> None:
 
 def view(case: str) -> None:
     jobs = VIEWS[case]
-    classes = {cls: getattr(components, cls) for cls, _, _ in jobs}
+    classes = {cls: getattr(trainjobs, cls) for cls, _, _ in jobs}
     start = time.perf_counter()
     result = run(lambda: [classes[cls](name, args) for cls, name, args in jobs])
     objects = [r.redacted_manifest for r in result.kubernetes()]

@@ -9,7 +9,7 @@
   component needs only to record outputs in the state): the least any component costs.
 
 The raw and floor programs are built from what the component side registered, so they
-follow the component whatever it registers. All sides run under `components.testing.run` (one mocks
+follow the component whatever it registers. All sides run under `trainjobs.testing.run` (one mocks
 class), so only the component's own cost differs.
 """
 
@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import pulumi
 
-import components
-from components.testing import Secret, StackResult, run
+import trainjobs
+from trainjobs.testing import Secret, StackResult, run
 
 # The jobs each family registers N times: family -> (component class in `components`, its arguments).
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -42,7 +42,7 @@ def job_names(n: int) -> list[str]:
 
 def component_program(family: str, names: list[str]) -> Callable[[], None]:
     class_name, args = CASES[family]
-    cls = getattr(components, class_name)
+    cls = getattr(trainjobs, class_name)
 
     def program() -> None:
         for name in names:

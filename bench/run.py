@@ -51,9 +51,9 @@ PAIRS = (("component", "raw"), ("component", "floor"), ("floor", "raw"))   # reg
 
 
 def child_env() -> dict[str, str]:
-    """This checkout first on the import path; this interpreter's scripts (torchrun) first on PATH."""
+    """This interpreter's scripts (trainjobs, torchrun) first on PATH: the version measured is the one
+    installed in the interpreter that runs the benchmark."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env["PATH"] = os.pathsep.join(p for p in (str(Path(sys.executable).parent), env.get("PATH")) if p)
     return env
 
@@ -186,10 +186,10 @@ def _view(case: str) -> dict[str, Any]:
 
 
 VIEW_PROGRAM = '''"""The jobs of one per-pod view case of the benchmark."""
-import components
+import trainjobs
 
 for kind, name, args in {jobs!r}:
-    getattr(components, kind)(name, args)
+    getattr(trainjobs, kind)(name, args)
 '''
 
 
@@ -202,7 +202,7 @@ def _view_renders(case: str, directory: Path) -> list[tuple[float, float]]:
 
 
 def section_views() -> dict[str, Any]:
-    say(f"## Per-pod views: components.render.ranks_text (budget {VIEW_BUDGET:.0f} s per run; "
+    say(f"## Per-pod views: trainjobs.tools.render.ranks_text (budget {VIEW_BUDGET:.0f} s per run; "
         f"up to {VIEW_REPEATS} runs when one takes under {VIEW_REPEAT_BELOW:.0f} s), and whole `trainjobs render` "
         f"processes of the same jobs ({VIEW_REPEATS} runs)")
     rows = []
@@ -231,7 +231,7 @@ def section_views() -> dict[str, Any]:
 
 
 def _render_argv(program: Path, stack: str, out: Path) -> list[str]:
-    return [sys.executable, "-m", "components.cli", "render", str(program), "--stack", stack, "--out", str(out)]
+    return [sys.executable, "-m", "trainjobs.tools.cli", "render", str(program), "--stack", stack, "--out", str(out)]
 
 
 def _pairs_table(name: str, a: str, b: str, runs: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
@@ -261,7 +261,7 @@ def section_render() -> dict[str, Any]:
 PROGRAM_200 = '''\
 """{jobs} training jobs from the stack config: torch and MPI in turn."""
 import pulumi
-from components import MpiTrainJob, TorchTrainJob
+from trainjobs import MpiTrainJob, TorchTrainJob
 
 TORCH = {torch!r}
 MPI = {mpi!r}
@@ -309,7 +309,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import TorchTrainJob
+from trainjobs import TorchTrainJob
 
 code = k8s.core.v1.ConfigMap("bench-ddp-code", metadata={{"name": "bench-ddp-code"}},
                              data={{"train.py": Path({script!r}).read_text()}})
@@ -357,7 +357,7 @@ def section_run_local() -> dict[str, Any]:
         for i in range(RUN_LOCAL_PAIRS):
             run_dir = Path(tmp) / f"run-{i}"
             run_dir.mkdir()
-            local.append(timed([sys.executable, "-m", "components.cli", "run-local", str(program), "--stack", "bench",
+            local.append(timed([sys.executable, "-m", "trainjobs.tools.cli", "run-local", str(program), "--stack", "bench",
                                 "--quiet", "--timeout", "300", "--run-dir", str(run_dir)])[0])
             bare.append(_bare_torchrun(torchrun, script))
     row = {"run_local": local, "torchrun": bare, "run_local/torchrun": ratios(local, bare)}

@@ -1,6 +1,6 @@
 """What `trainjobs run-local` costs over running the same training without it.
 
-A: `python -m components.cli run-local bench/torch2x2/__main__.py`: render the program, set up two
+A: `trainjobs run-local bench/torch2x2/__main__.py`: render the program, set up two
    emulated pods, run `torchrun allreduce.py` in each (2 nodes x 2 processes), clean up.
 B: the same two `torchrun allreduce.py` processes started directly on loopback, with the PET_*
    env the pods get (PET_MASTER_ADDR 127.0.0.1).
@@ -9,9 +9,8 @@ Runs alternate A, B, A, B, ... (each going first in turn) after one unmeasured w
 each run is a fresh process, timed from its start to its exit. Prints every pair, the medians, the
 median of the per-pair ratios A/B, and run-local's own cost: its time outside its longest pod (from
 summary.json), which a busy machine disturbs less than the training. With --before DIR, each round
-also times run-local from the `components` package in DIR (another checkout, e.g. extracted with
-`git archive <commit> components`), so a change is measured against what it replaces under the same
-load. --out writes the results as JSON. Needs root and torch.
+also times run-local as installed in DIR (`pip install --target DIR <older checkout>`), so a change is
+measured against what it replaces under the same load. --out writes the results as JSON. Needs root and torch.
 
     sudo .venv/bin/python bench/run_local.py [--pairs 7] [--before DIR] [--out results.json]
 """
@@ -39,14 +38,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_local(scratch: Path, checkout: Path = REPO) -> tuple[float, float]:
-    """Seconds of the whole run, and of them the longest pod's (from its containers' start to its end)."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
+def run_local(scratch: Path, target: Path | None = None) -> tuple[float, float]:
+    """Seconds of the whole run, and of them the longest pod's (from its containers' start to its end).
+
+    `target`: a `pip install --target` directory holding another version, run instead of this one."""
+    env = {**os.environ, "PYTHONPATH": str(target)} if target else os.environ
+    trainjobs = target / "bin" / "trainjobs" if target else Path(sys.executable).with_name("trainjobs")
     run_dir = Path(tempfile.mkdtemp(dir=scratch))
-    command = [sys.executable, "-m", "components.cli", "run-local", str(PROGRAM / "__main__.py"),
-               "--run-dir", str(run_dir)]
+    command = [str(trainjobs), "run-local", str(PROGRAM / "__main__.py"), "--run-dir", str(run_dir)]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)  # cwd: first on sys.path
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"run-local failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -74,7 +75,7 @@ def bare_torchrun() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=7)
-    parser.add_argument("--before", type=Path, metavar="DIR", help="also time run-local from DIR/components")
+    parser.add_argument("--before", type=Path, metavar="DIR", help="also time run-local as installed in DIR by pip install --target")
     parser.add_argument("--out", help="write the results here as JSON")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-run-local-"))

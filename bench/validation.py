@@ -12,13 +12,13 @@ import argparse
 import statistics
 import time
 
-from components import apivalidation
-from components.args import parse_args
-from components.component import TrainJobComponent
-from components.jax import JaxTrainJob
-from components.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
-from components.torch import TorchTrainJob
-from components.torchtune import TorchTuneTrainJob
+from trainjobs.kube import apivalidation
+from trainjobs.core.args import parse_args
+from trainjobs.core.component import TrainJobComponent
+from trainjobs.families.jax import JaxTrainJob
+from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
+from trainjobs.families.torch import TorchTrainJob
+from trainjobs.families.torchtune import TorchTuneTrainJob
 
 CASES = {
     TorchTrainJob: {"image": "img:1", "resources_per_node": {"limits": {"nvidia.com/gpu": 8}}},

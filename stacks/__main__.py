@@ -27,11 +27,11 @@ from typing import Any, NamedTuple
 import pulumi
 import pulumi_kubernetes as k8s
 
-import components
-from components.component import TrainJobComponent
+import trainjobs
+from trainjobs.core.component import TrainJobComponent
 
 HERE = Path(__file__).resolve().parent
-KINDS = [name for name in components.__all__ if name.endswith("TrainJob")]   # imported when a job uses one
+KINDS = [name for name in trainjobs.__all__ if name.endswith("TrainJob")]   # imported when a job uses one
 CONFIG_MAP_MAX_BYTES = 1024 * 1024  # the API server's limit on a ConfigMap's keys and values together
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 
@@ -79,7 +79,7 @@ def read_jobs(key: str, jobs: Any) -> list[Job]:
         else:
             first_index[name] = i
         files, mount_path = _code(code, f"{at}.code", problems) if code is not None else ({}, None)
-        found.append(Job(getattr(components, kind) if kind in KINDS else None, name, args, files, mount_path))
+        found.append(Job(getattr(trainjobs, kind) if kind in KINDS else None, name, args, files, mount_path))
     if problems:
         raise pulumi.RunError(f"{key}: invalid jobs\n" + "\n".join(f"  - {p}" for p in problems))
     return found

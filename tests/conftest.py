@@ -1,6 +1,6 @@
 import pytest
 
-from components.testing import run
+from trainjobs.testing import run
 
 
 @pytest.fixture

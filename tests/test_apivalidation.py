@@ -4,10 +4,10 @@ import copy
 
 import pytest
 
-from components import TorchRuntime, TorchTrainJob, TorchTuneTrainJob, TrainJobError
-from components.apivalidation import format_path, problems
-from components.deferred import GeneratedSSHKey
-from components.testing import attempt, run
+from trainjobs import TorchRuntime, TorchTrainJob, TorchTuneTrainJob, TrainJobError
+from trainjobs.kube.apivalidation import format_path, problems
+from trainjobs.core.deferred import GeneratedSSHKey
+from trainjobs.testing import attempt, run
 
 
 class Opaque:

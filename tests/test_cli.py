@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import main
-from components.stackconfig import ConfigError
-from components.testing import run_program
+from trainjobs.tools.cli import main
+from trainjobs.tools.stackconfig import ConfigError
+from trainjobs.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -34,7 +34,7 @@ def project(tmp_path) -> Path:
     """A Pulumi project `proj` whose program registers the `jobs` config as TorchTrainJobs."""
     (tmp_path / "Pulumi.yaml").write_text("name: proj\nruntime: python\n")
     (tmp_path / "__main__.py").write_text(
-        "import pulumi\nfrom components import TorchTrainJob\n\n"
+        "import pulumi\nfrom trainjobs import TorchTrainJob\n\n"
         "for job in pulumi.Config().require_object('jobs'):\n"
         "    TorchTrainJob(job.pop('name'), job)\n")
     return tmp_path
@@ -179,7 +179,7 @@ SECURE = "config:\n  proj:jobs: []\n  proj:token:\n    secure: v1:abc\n"
 
 def test_an_encrypted_value_is_a_secret_placeholder_in_a_render_and_needs_an_override_to_run(capsys, project):
     (project / "__main__.py").write_text(
-        "import pulumi\nfrom components import TorchTrainJob\n\n"
+        "import pulumi\nfrom trainjobs import TorchTrainJob\n\n"
         "TorchTrainJob('a', {'env': {'TOKEN': pulumi.Config().require_secret('token')}})\n")
     out = project / "out"
     code, _ = cli(capsys, "render", with_stack(project, SECURE), "--out", str(out))
@@ -240,7 +240,7 @@ def test_a_failed_render_leaves_the_previous_one_untouched(capsys, tmp_path):
 ])
 def test_a_program_with_a_typed_args_mistake_exits_2_without_a_traceback(capsys, project, construct, field):
     (project / "__main__.py").write_text(
-        "import pulumi\nfrom components import MpiTrainJob, MpiTrainJobArgs, TorchTrainJob, TorchTrainJobArgs\n\n"
+        "import pulumi\nfrom trainjobs import MpiTrainJob, MpiTrainJobArgs, TorchTrainJob, TorchTrainJobArgs\n\n"
         f"{construct}\n")
     err = fails(capsys, project, with_stack(project, "config: {}\n"))
     assert err.startswith("error: ") and f"  - {field}" in err
@@ -251,7 +251,7 @@ def test_a_program_with_a_typed_args_mistake_exits_2_without_a_traceback(capsys,
 def trainjobs(*argv: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "components.cli", *argv], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", *argv], cwd=cwd, capture_output=True, text=True,
                           timeout=600)
 
 
@@ -279,7 +279,7 @@ def test_explain_into_a_closed_pipe_ends_quietly(project):
     jobs = ", ".join(f"{{name: j{i}, num_nodes: 2}}" for i in range(100))   # about 90 KB: more than a pipe holds
     program = with_stack(project, f"config:\n  proj:jobs: [{jobs}]\n")
     reader = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    writer = subprocess.run([sys.executable, "-m", "components.cli", "explain", program], cwd=project,
+    writer = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "explain", program], cwd=project,
                             stdout=reader.stdin, stderr=subprocess.PIPE, text=True, timeout=600)
     reader.stdin.close()
     first = reader.stdout.read()

@@ -7,8 +7,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import TorchTrainJob, TrainJobError
-from components.testing import attempt, run
+from trainjobs import TorchTrainJob, TrainJobError
+from trainjobs.testing import attempt, run
 
 TOKEN = "trainjobs:index:TorchTrainJob"
 
@@ -116,7 +116,7 @@ def test_the_same_names_in_another_program_run_are_fine():
 
 
 def test_args_model_or_dict_give_the_same_objects():
-    from components import TorchTrainJobArgs
+    from trainjobs import TorchTrainJobArgs
     as_dict = run(lambda: TorchTrainJob("demo", {"num_nodes": 2, "image": "img:1"}))
     as_model = run(lambda: TorchTrainJob("demo", TorchTrainJobArgs(num_nodes=2, image="img:1")))
     assert [r.manifest for r in as_dict.kubernetes()] == [r.manifest for r in as_model.kubernetes()]

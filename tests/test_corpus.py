@@ -16,12 +16,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-import components
-from components import apivalidation
-from components.cli import main
-from components.errors import TrainJobError
-from components.render import kubernetes_objects
-from components.testing import attempt
+import trainjobs
+from trainjobs.kube import apivalidation
+from trainjobs.tools.cli import main
+from trainjobs.core.errors import TrainJobError
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.testing import attempt
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 EXAMPLE = Path(__file__).resolve().parent.parent / "stacks" / "__main__.py"
@@ -50,12 +50,12 @@ HOSTILE = [pytest.param(e, id=e["id"]) for e in ENTRIES if "field" not in e]
 
 
 def as_dict(entry):
-    component = getattr(components, entry["family"])
+    component = getattr(trainjobs, entry["family"])
     return attempt(lambda: component(entry.get("name", "demo"), copy.deepcopy(entry["spec"])))
 
 
 def as_typed_args(entry):
-    component, args_type = getattr(components, entry["family"]), getattr(components, f"{entry['family']}Args")
+    component, args_type = getattr(trainjobs, entry["family"]), getattr(trainjobs, f"{entry['family']}Args")
     return attempt(lambda: component(entry.get("name", "demo"), args_type(**copy.deepcopy(entry["spec"]))))
 
 

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-import components
-from components.component import TrainJobComponent
+import trainjobs
+from trainjobs.core.component import TrainJobComponent
 
 DOCS = (Path(__file__).resolve().parent.parent / "docs" / "arguments.md").read_text()
 DOCUMENTED = set(re.findall(r"`([a-z_]+)`", DOCS))
-MODELS = [getattr(components, name).args_type for name in components.__all__
-          if isinstance(getattr(components, name), type) and issubclass(getattr(components, name), TrainJobComponent)]
-MODELS += [components.PodTemplate, components.Initializer, components.ExtraRole, components.MpiRuntime,
-           components.TorchTuneRuntime, components.JaxRuntime, components.TorchRuntime]
+MODELS = [getattr(trainjobs, name).args_type for name in trainjobs.__all__
+          if isinstance(getattr(trainjobs, name), type) and issubclass(getattr(trainjobs, name), TrainJobComponent)]
+MODELS += [trainjobs.PodTemplate, trainjobs.Initializer, trainjobs.ExtraRole, trainjobs.MpiRuntime,
+           trainjobs.TorchTuneRuntime, trainjobs.JaxRuntime, trainjobs.TorchRuntime]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
@@ -23,12 +23,12 @@ def test_every_argument_is_documented(model):
 
 
 def test_the_argument_reference_is_generated_from_the_code():
-    from components.reference import document
+    from trainjobs.tools.reference import document
     generated = (Path(__file__).resolve().parent.parent / "docs" / "arguments.md").read_text()
-    assert generated == document(), "docs/arguments.md is stale: python -m components.reference > docs/arguments.md"
+    assert generated == document(), "docs/arguments.md is stale: python -m trainjobs.tools.reference > docs/arguments.md"
 
 
 def test_every_component_has_a_section():
     headings = " ".join(re.findall(r"^## (.+)$", DOCS, re.M))
-    missing = [name for name in components.__all__ if name.endswith("TrainJob") and name not in headings]
+    missing = [name for name in trainjobs.__all__ if name.endswith("TrainJob") and name not in headings]
     assert not missing, f"components without a section in docs/arguments.md: {missing}"

@@ -9,8 +9,8 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import resource as pulumi_resource
 
-from components import TorchTrainJob, TrainJobError
-from components.testing import attempt, run
+from trainjobs import TorchTrainJob, TrainJobError
+from trainjobs.testing import attempt, run
 
 
 def test_a_run_restores_the_collector_and_the_call_stack_capture_even_when_the_program_fails():
@@ -71,24 +71,24 @@ def test_an_output_attribute_is_made_on_first_read_and_unknown_attributes_are_er
 def imported_after(code: str) -> set[str]:
     """The trainjobs modules a fresh interpreter has imported after running `code`."""
     done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\n"
-                           "print(' '.join(m for m in sys.modules if m.startswith('components')))"],
+                           "print(' '.join(m for m in sys.modules if m.startswith('trainjobs')))"],
                           capture_output=True, text=True, timeout=300, check=True)
     return set(done.stdout.split())
 
 
 def test_a_family_module_is_imported_only_when_one_of_its_names_is_used():
-    torch_only = imported_after("from components import TorchTrainJob")
-    assert "components.torch" in torch_only
-    assert not torch_only & {"components.mpi", "components.jax", "components.torchtune", "components.xgboost"}
-    assert "components.mpi" in imported_after("import components\ncomponents.MpiRuntime")
-    everything = imported_after("from components import *")
-    assert {"components.mpi", "components.jax", "components.torchtune", "components.xgboost"} <= everything
+    torch_only = imported_after("from trainjobs import TorchTrainJob")
+    assert "trainjobs.families.torch" in torch_only
+    assert not torch_only & {"trainjobs.families.mpi", "trainjobs.families.jax", "trainjobs.families.torchtune", "trainjobs.families.xgboost"}
+    assert "trainjobs.families.mpi" in imported_after("import trainjobs\ntrainjobs.MpiRuntime")
+    everything = imported_after("from trainjobs import *")
+    assert {"trainjobs.families.mpi", "trainjobs.families.jax", "trainjobs.families.torchtune", "trainjobs.families.xgboost"} <= everything
 
 
 def test_the_public_names_are_all_there():
-    import components
-    for name in components.__all__:
-        assert getattr(components, name) is not None
-    assert sorted(dir(components)) == sorted(components.__all__)
+    import trainjobs
+    for name in trainjobs.__all__:
+        assert getattr(trainjobs, name) is not None
+    assert sorted(dir(trainjobs)) == sorted(trainjobs.__all__)
     with pytest.raises(AttributeError, match="TorchTrainJobb"):
-        components.TorchTrainJobb
+        trainjobs.TorchTrainJobb

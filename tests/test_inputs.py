@@ -6,9 +6,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import (MpiTrainJob, MpiTrainJobArgs, TorchTrainJob, TorchTrainJobArgs, TrainJobError)
-from components.render import kubernetes_objects, ranks_text
-from components.testing import attempt, run
+from trainjobs import (MpiTrainJob, MpiTrainJobArgs, TorchTrainJob, TorchTrainJobArgs, TrainJobError)
+from trainjobs.tools.render import kubernetes_objects, ranks_text
+from trainjobs.testing import attempt, run
 
 
 def platform(image):
@@ -117,7 +117,7 @@ def test_typed_args_and_outputs_compose():
 
 
 def test_a_bad_output_deep_inside_typed_args_is_found_and_checked_when_it_resolves():
-    from components import Initializer
+    from trainjobs import Initializer
     args = TorchTrainJobArgs(image="img:1", dataset_initializer=Initializer(
         storage_uri="hf://org/data", image=pulumi.Output.from_input("Bad Image")))
     error, _ = attempt(lambda: TorchTrainJob("llm", args))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from components import JaxTrainJob, TrainJobError
-from components.testing import run
+from trainjobs import JaxTrainJob, TrainJobError
+from trainjobs.testing import run
 
 
 def test_jax_env_and_objects():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from components import (DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate, TrainJobError)
-from components.testing import attempt, run
+from trainjobs import (DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate, TrainJobError)
+from trainjobs.testing import attempt, run
 
 SSH = ("-o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
        "-o LogLevel=ERROR -i /root/.ssh/id_rsa")
@@ -226,7 +226,7 @@ def test_launcher_as_node_without_a_node_template_registers_nothing():
 
 
 def test_a_test_run_makes_no_key_unless_asked(monkeypatch):
-    import components.engine as engine
+    import trainjobs.tools.engine as engine
     made = []
     monkeypatch.setattr(engine, "_ssh_key_pair", lambda *a: made.append(a))
     secret = mpi({"num_nodes": 2}).get("Secret", "pi-mpi-ssh-auth").manifest

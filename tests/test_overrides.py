@@ -2,8 +2,8 @@
 
 import pytest
 
-from components import MpiTrainJob, TorchTrainJob, TorchTrainJobArgs, TrainJobError
-from components.testing import attempt, run
+from trainjobs import MpiTrainJob, TorchTrainJob, TorchTrainJobArgs, TrainJobError
+from trainjobs.testing import attempt, run
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"trainjobs.io/job-name": "llm"}}}]

@@ -7,13 +7,13 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from components import MpiTrainJob, TorchTrainJob, TrainJobError
-from components.provider import TrainJobsProvider, package_schema, schema_text
-from components.testing import attempt, run
+from trainjobs import MpiTrainJob, TorchTrainJob, TrainJobError
+from trainjobs.tools.provider import TrainJobsProvider, package_schema, schema_text
+from trainjobs.testing import attempt, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "provider" / "schema.json"
-REGENERATE = "python -m components.provider > provider/schema.json"
+REGENERATE = "python -m trainjobs.tools.provider > provider/schema.json"
 
 
 def schema_changes(before: dict, after: dict, path: str = "") -> list[str]:
@@ -40,7 +40,7 @@ def test_the_schema_matches_the_reviewed_snapshot():
 
 
 def test_a_renamed_argument_changes_the_schema(monkeypatch):
-    from components.torch import TorchTrainJobArgs
+    from trainjobs.families.torch import TorchTrainJobArgs
     renamed = dict(TorchTrainJobArgs.__annotations__)
     renamed["rendezvouz"] = renamed.pop("rendezvous")
     monkeypatch.setattr(TorchTrainJobArgs, "__annotations__", renamed)

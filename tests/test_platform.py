@@ -5,8 +5,8 @@ import os
 import shutil
 from pathlib import Path
 
-from components.cli import main
-from components.testing import run_program
+from trainjobs.tools.cli import main
+from trainjobs.testing import run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "stacks" / "platform"

@@ -5,10 +5,10 @@ import kubernetes_validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components import TorchTrainJob, TrainJobError
-from components.testing import attempt
-from components.testing.checks import manifest_problems
-from components.torch import TORCH
+from trainjobs import TorchTrainJob, TrainJobError
+from trainjobs.testing import attempt
+from trainjobs.testing.checks import manifest_problems
+from trainjobs.families.torch import TORCH
 
 names = st.one_of(
     st.from_regex(r"[a-z]([-a-z0-9]{0,58}[a-z0-9])?", fullmatch=True),

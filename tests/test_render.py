@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import render as rendering
-from components.cli import main
-from components.render import kubernetes_objects, ranks_text, to_yaml
-from components.testing import run_program
+from trainjobs.tools import render as rendering
+from trainjobs.tools.cli import main
+from trainjobs.tools.render import kubernetes_objects, ranks_text, to_yaml
+from trainjobs.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -46,7 +46,7 @@ def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, 
 
 
 def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monkeypatch):
-    import components.engine as kit
+    import trainjobs.tools.engine as kit
     generated = []
     monkeypatch.setattr(kit, "_ssh_key_pair", lambda *a: generated.append(a))
     code, out = render(tmp_path, stack="hpc")
@@ -221,7 +221,7 @@ def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path
 
 
 def test_changes_only_touching_job_metadata_do_not_restart_training():
-    from components.render import changes
+    from trainjobs.tools.render import changes
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"a": "1"}},
            "spec": {"completions": 1, "activeDeadlineSeconds": 10, "template": {"spec": {}}}}
     updated = {**job, "metadata": {"name": "j", "annotations": {"a": "2"}},

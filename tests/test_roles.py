@@ -2,9 +2,9 @@
 
 import pytest
 
-from components import JaxTrainJob, MpiTrainJob, TorchTrainJob, TrainJobError
-from components.testing import attempt, run
-from components.testing.checks import manifest_problems
+from trainjobs import JaxTrainJob, MpiTrainJob, TorchTrainJob, TrainJobError
+from trainjobs.testing import attempt, run
+from trainjobs.testing.checks import manifest_problems
 
 TRAINING_VARS = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT",
                  "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID",

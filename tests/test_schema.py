@@ -5,10 +5,10 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from components import DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob
-from components.render import kubernetes_objects
-from components.testing import run, run_program
-from components.testing.checks import manifest_problems
+from trainjobs import DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.testing import run, run_program
+from trainjobs.testing.checks import manifest_problems
 
 VERSIONS = ["1.31.0", kubernetes_validate.latest_version()]
 EXAMPLE = Path(__file__).resolve().parent.parent / "stacks" / "__main__.py"

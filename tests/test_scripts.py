@@ -7,9 +7,9 @@ from importlib.resources import files
 
 import pytest
 
-from components.scripts import script
+from trainjobs.scripts import script
 
-SCRIPTS = sorted(p.name.removesuffix(".sh") for p in files("components.scripts").iterdir() if p.name.endswith(".sh"))
+SCRIPTS = sorted(p.name.removesuffix(".sh") for p in files("trainjobs.scripts").iterdir() if p.name.endswith(".sh"))
 
 
 def test_every_script_is_shipped_with_the_package():

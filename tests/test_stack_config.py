@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import main
-from components.stackconfig import ConfigError, load_yaml
+from trainjobs.tools.cli import main
+from trainjobs.tools.stackconfig import ConfigError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"

@@ -2,10 +2,10 @@
 
 import pytest
 
-from components import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
-from components.core import derive
-from components.resources import gpu_count
-from components.torch import TORCH, resolve_num_proc_per_node
+from trainjobs import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
+from trainjobs.core.pipeline import derive
+from trainjobs.kube.resources import gpu_count
+from trainjobs.families.torch import TORCH, resolve_num_proc_per_node
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 

@@ -4,14 +4,14 @@ runtimes, and every TorchTune validation with Kubeflow's message."""
 import kubernetes_validate
 import pytest
 
-from components import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
-                        TorchRuntime, TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
-from components.render import kubernetes_objects
-from components.core import derive
-from components.testing import run
-from components.testing.checks import manifest_problems
-from components.torchtune import (TORCHTUNE, TorchTuneTrainJobArgs, model_from_runtime_name,
-                                  needs_rendezvous)
+from trainjobs import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
+                       TorchRuntime, TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.core.pipeline import derive
+from trainjobs.testing import run
+from trainjobs.testing.checks import manifest_problems
+from trainjobs.families.torchtune import (TORCHTUNE, TorchTuneTrainJobArgs, model_from_runtime_name,
+                                          needs_rendezvous)
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 IMAGE = "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0"

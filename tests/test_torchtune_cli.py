@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from components import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
-                        TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
-from components.core import derive
-from components.testing import run
-from components.torchtune import SUPPORTED_MODELS, TORCHTUNE, TORCHTUNE_CONFIGS, TorchTuneTrainJobArgs, TuneRun
+from trainjobs import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
+                       TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
+from trainjobs.core.pipeline import derive
+from trainjobs.testing import run
+from trainjobs.families.torchtune import SUPPORTED_MODELS, TORCHTUNE, TORCHTUNE_CONFIGS, TorchTuneTrainJobArgs, TuneRun
 
 if os.environ.get("CI"):
     import torchtune  # noqa: F401  (must be installed in CI)

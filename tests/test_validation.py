@@ -2,8 +2,8 @@
 
 import pytest
 
-from components import TorchRuntime, TorchTrainJob, TrainJobError
-from components.testing import attempt, run
+from trainjobs import TorchRuntime, TorchTrainJob, TrainJobError
+from trainjobs.testing import attempt, run
 
 
 def rejected(args, name="demo"):

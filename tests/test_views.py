@@ -2,10 +2,10 @@
 
 import pytest
 
-from components import MpiTrainJob, TorchTrainJob
-from components.podview import ObjectIndex, pod_view
-from components.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
-from components.testing import run
+from trainjobs import MpiTrainJob, TorchTrainJob
+from trainjobs.tools.podview import ObjectIndex, pod_view
+from trainjobs.tools.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
+from trainjobs.testing import run
 
 HOSTILE = {
     "FAKE_LINE": "x\nPET_NNODES=999",
@@ -78,7 +78,7 @@ def test_hostile_env_command_and_file_content_cannot_fake_lines_or_reach_the_ter
 
 
 def test_a_newline_in_an_env_value_from_the_stack_config_stays_on_its_line(capsys):
-    from components.cli import main
+    from trainjobs.tools.cli import main
     jobs = 'jobs=[{kind: TorchTrainJob, name: demo, env: {NOTE: "a\\nPET_NNODES=999"}}]'
     assert main(["explain", "stacks/__main__.py", "--config", jobs]) == 0
     lines = capsys.readouterr().out.split("\n")

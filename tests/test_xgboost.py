@@ -4,12 +4,12 @@ import kubernetes_validate
 import pulumi
 import pytest
 
-from components import (PodTemplate, Resources, TrainJobError, XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob,
-                        XGBoostTrainJobArgs)
-from components.provider import TrainJobsProvider
-from components.render import kubernetes_objects
-from components.testing import run
-from components.testing.checks import manifest_problems
+from trainjobs import (PodTemplate, Resources, TrainJobError, XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob,
+                       XGBoostTrainJobArgs)
+from trainjobs.tools.provider import TrainJobsProvider
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.testing import run
+from trainjobs.testing.checks import manifest_problems
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 IMAGE = "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0"

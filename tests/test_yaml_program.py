@@ -14,8 +14,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.provider import TrainJobsProvider
-from components.testing import run
+from trainjobs.tools.provider import TrainJobsProvider
+from trainjobs.testing import run
 
 PROGRAM = Path(__file__).resolve().parents[1] / "stacks" / "yaml" / "Pulumi.yaml"
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "provider" / "schema.json").read_text())

@@ -5,7 +5,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import TorchTrainJob
+from trainjobs import TorchTrainJob
 
 HERE = Path(__file__).resolve().parent
 code = k8s.core.v1.ConfigMap("bench-code", metadata={"name": "bench-code"},

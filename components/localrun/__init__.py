@@ -7,7 +7,7 @@ resolved env, and volumes at their mount paths, and its containers run the host'
 set up in each pod as the image has it: `images.py`). The emulator knows Kubernetes objects and
 a few images, not training frameworks.
 
-    from components.localrun import run_local
+    from trainjobs.localrun import run_local
     result = run_local(objects, jobs=["mnist-ddp"], timeout=300)
     result.exit_code   # 0 succeeded, 1 failed, 124 timed out, 130 interrupted
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..podview import ObjectIndex
+from trainjobs.tools.podview import ObjectIndex
 from .network import Network
 from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..naming import CLUSTER_DOMAIN
+from trainjobs.core.naming import CLUSTER_DOMAIN
 from .plan import PodSlot
 
 STATE_DIR = Path("/run/trainjobs")

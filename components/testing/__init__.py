@@ -1,6 +1,6 @@
 """Unit-test Pulumi programs and components offline: run them under mocks, inspect what they register.
 
-    from components.testing import run
+    from trainjobs.testing import run
 
     def test_my_stack():
         stack = run(lambda: TorchTrainJob("llm", {"image": "my/image:1", "num_nodes": 4}))
@@ -9,10 +9,10 @@
 
 `run_program("stacks/__main__.py", stack="dev")` runs a whole program with its stack config;
 `attempt(...)` returns a program's error with what it registered before it. With pytest, the
-`pulumi_stack` fixture (see `components.testing.pytest_plugin`) does the same, and
-`components.testing.checks.manifest_problems` checks rendered objects.
+`pulumi_stack` fixture (see `trainjobs.testing.pytest_plugin`) does the same, and
+`trainjobs.testing.checks.manifest_problems` checks rendered objects.
 """
 
-from ..engine import RegisteredResource, Secret, StackResult, attempt, run, run_program
+from trainjobs.tools.engine import RegisteredResource, Secret, StackResult, attempt, run, run_program
 
 __all__ = ["RegisteredResource", "Secret", "StackResult", "attempt", "run", "run_program"]

@@ -1,10 +1,10 @@
 """Checks on rendered objects that the Kubernetes JSON schemas do not make: the API server's own rules
 (name formats, enum values, cross-field rules, limits), as the components apply them before anything
-registers (components.apivalidation), for users' own objects and rendered YAML."""
+registers (trainjobs.kube.apivalidation), for users' own objects and rendered YAML."""
 
 from typing import Any
 
-from .. import apivalidation
+from trainjobs.kube import apivalidation
 
 
 def manifest_problems(objects: list[dict[str, Any]]) -> list[str]:

@@ -10,7 +10,7 @@ the token secret.
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import Initializer, JaxTrainJob, TorchTrainJob, TorchTrainJobArgs
+from trainjobs import Initializer, JaxTrainJob, TorchTrainJob, TorchTrainJobArgs
 
 config = pulumi.Config()
 hf_token = config.require_secret("hfToken")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from components.localrun import host_problems
+from trainjobs.localrun import host_problems
 
 
 def in_ci() -> bool:
@@ -83,7 +83,7 @@ def _host_state() -> dict:
 
 def _remove_leftovers_of_dead_runs() -> list[str]:
     """The networks and pod processes of runs whose run-local is gone (killed, or a crashed session)."""
-    from components.localrun.network import sweep_stale
+    from trainjobs.localrun.network import sweep_stale
 
     return sweep_stale()
 

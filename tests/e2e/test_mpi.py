@@ -182,7 +182,7 @@ def test_mlx_distributed_over_mpi(mpi_envs, tmp_path):
 
 @pytest.fixture(scope="session")
 def hpc_ready(host_ready) -> None:
-    from components.localrun import images
+    from trainjobs.localrun import images
 
     stand_in = images.MPI_PI.stand_ins[0]
     problems = [f"{tool} (Debian package {package})" for tool, package in

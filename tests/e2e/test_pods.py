@@ -80,7 +80,7 @@ def test_ctrl_c_stops_every_pod_and_cleans_up(tmp_path):
 
 
 def test_a_killed_run_takes_its_pods_down_and_the_next_run_removes_its_network(tmp_path):
-    from components.localrun.network import STATE_DIR, sweep_stale
+    from trainjobs.localrun.network import STATE_DIR, sweep_stale
 
     process = start_local(PODS, "--stack", "hang", run_dir=tmp_path, limit=60)
     try:

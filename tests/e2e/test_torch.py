@@ -48,8 +48,8 @@ def test_c10d_rendezvous(tmp_path):
 
 def test_master_address_at_the_wrong_pod_fails_fast_with_a_clear_report(tmp_path):
     """A broken derivation (rank 0's address pointing at pod 1) must fail within a bound, not hang."""
-    prelude = ("import components.torch as t\n"
-               "from components import naming\n"
+    prelude = ("import trainjobs.families.torch as t\n"
+               "from trainjobs.core import naming\n"
                "t.master_addr = lambda name: naming.pod_dns_name(name, t.ROLE, 1)\n")
     run = run_local(TORCH, "--stack", "static", "--config", "rdzv_timeout=5", run_dir=tmp_path, limit=90,
                     python_prelude=prelude)

@@ -3,9 +3,9 @@
 import os
 from pathlib import Path
 
-from components import cli
-from components.localrun import _holder, host_problems
-from components.localrun.pods import _address
+from trainjobs.tools import cli
+from trainjobs.localrun import _holder, host_problems
+from trainjobs.localrun.pods import _address
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from components.localrun import images
-from components.localrun.plan import PlanError, pod_spec, select
-from components.podview import ObjectIndex
-from components.render import kubernetes_objects
-from components.testing import run_program
+from trainjobs.localrun import images
+from trainjobs.localrun.plan import PlanError, pod_spec, select
+from trainjobs.tools.podview import ObjectIndex
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.testing import run_program
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,8 +81,8 @@ def test_a_missing_stand_in_requirement_is_reported_before_anything_runs(monkeyp
 
 
 def test_kubeflow_runtime_images_run_as_their_mpiuser_without_a_privilege_directory(monkeypatch, tmp_path):
-    from components import DeepSpeedTrainJob
-    from components.testing import run
+    from trainjobs import DeepSpeedTrainJob
+    from trainjobs.testing import run
 
     monkeypatch.setattr(images, "PASSWD", str(tmp_path / "none"))
     monkeypatch.setattr(images, "GROUP", str(tmp_path / "none"))

@@ -1,7 +1,7 @@
 """Job controller semantics of a local run, with stand-in pods."""
 
-from components.localrun.jobs import JobRun
-from components.localrun.plan import JobSpec
+from trainjobs.localrun.jobs import JobRun
+from trainjobs.localrun.plan import JobSpec
 
 
 class Pod:

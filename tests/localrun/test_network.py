@@ -2,8 +2,8 @@
 
 import ipaddress
 
-from components.localrun.network import hosts_file, pick_subnet, resolv_conf
-from components.localrun.plan import PodSlot
+from trainjobs.localrun.network import hosts_file, pick_subnet, resolv_conf
+from trainjobs.localrun.plan import PodSlot
 
 
 def slot(host, ip, namespace="default", subdomain="job", published=True):

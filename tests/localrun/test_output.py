@@ -1,7 +1,7 @@
 """What run-local's console leaves out of the containers' output by default."""
 
-from components.localrun.jobs import Console, Echo
-from components.localrun.output import HARMLESS, SSHD, Filter, left_out
+from trainjobs.localrun.jobs import Console, Echo
+from trainjobs.localrun.output import HARMLESS, SSHD, Filter, left_out
 
 LEFT_OUT = [
     "Server listening on 0.0.0.0 port 2222.",

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from components import TorchTrainJob
-from components.localrun.plan import PlanError, pod_spec, select
-from components.podview import ObjectIndex
-from components.render import kubernetes_objects
-from components.testing import run, run_program
+from trainjobs import TorchTrainJob
+from trainjobs.localrun.plan import PlanError, pod_spec, select
+from trainjobs.tools.podview import ObjectIndex
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.testing import run, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ def test_pods_get_dns_names_only_through_a_headless_service_that_selects_them():
 
 
 def test_volume_files_keep_binary_content_and_modes():
-    from components.podview import volume_files
+    from trainjobs.tools.podview import volume_files
     index = ObjectIndex([
         {"kind": "Secret", "metadata": {"name": "s"}, "data": {"blob": "AP8Q"}, "stringData": {"text": "t"}},
         {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}, "binaryData": {"b": "AAE="}},

@@ -7,7 +7,7 @@ the default one: a PersistentVolumeClaim `<name>-initializer`.
 
 import pulumi
 
-from components import TorchTrainJob
+from trainjobs import TorchTrainJob
 
 config = pulumi.Config()
 TRAIN = """

@@ -25,7 +25,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate
+from trainjobs import DeepSpeedTrainJob, MlxTrainJob, MpiRuntime, MpiTrainJob, PodTemplate
 
 HERE = Path(__file__).resolve().parent
 KINDS = {"MpiTrainJob": MpiTrainJob, "DeepSpeedTrainJob": DeepSpeedTrainJob, "MlxTrainJob": MlxTrainJob}

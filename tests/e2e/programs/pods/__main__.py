@@ -14,7 +14,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import TorchTrainJob
+from trainjobs import TorchTrainJob
 
 HERE = Path(__file__).resolve().parent
 config = pulumi.Config()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import XGBoostTrainJob
+from trainjobs import XGBoostTrainJob
 
 HERE = Path(__file__).resolve().parent
 name = pulumi.Config().require("name")

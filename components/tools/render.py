@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
-from .deferred import REDACTED
-from .podview import MountedFile, ObjectIndex, PodView, pod_view
-from .engine import StackResult
+from trainjobs.core.deferred import REDACTED
+from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
+from trainjobs.tools.engine import StackResult
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"

@@ -8,7 +8,6 @@ schema cannot drift from the Python API. `provider/PulumiPlugin.yaml` runs `serv
 
 import json
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Optional
 
 import pulumi
@@ -19,23 +18,18 @@ from pulumi.provider.experimental.schema import generate_schema
 from pulumi.provider.provider import Provider
 from pydantic import BaseModel
 
-from .component import PACKAGE, TrainJobComponent
-from .descriptions import field_description
-from .jax import JaxTrainJob
-from .mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
-from .torch import TorchTrainJob
-from .torchtune import TorchTuneTrainJob
-from .xgboost import XGBoostTrainJob
+from trainjobs import __version__
+from trainjobs.core.component import PACKAGE, TrainJobComponent
+from trainjobs.core.descriptions import field_description
+from trainjobs.families.jax import JaxTrainJob
+from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
+from trainjobs.families.torch import TorchTrainJob
+from trainjobs.families.torchtune import TorchTuneTrainJob
+from trainjobs.families.xgboost import XGBoostTrainJob
 
 COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
               XGBoostTrainJob)
 
-
-def package_version() -> str:
-    try:
-        return version(PACKAGE)
-    except PackageNotFoundError:   # run from a source tree that is not installed
-        return "0.0.0"
 
 
 class _OutputsView:
@@ -56,7 +50,7 @@ def _outputs_view(component: type[TrainJobComponent]) -> type[_OutputsView]:
 
 class _DescribedAnalyzer(Analyzer):
     """Pulumi's analyzer, reading each component's outputs from its family's outputs model, each field's
-    description from its docstring (inherited ones included, components.descriptions) and adding each
+    description from its docstring (inherited ones included, trainjobs.core.descriptions) and adding each
     argument's default."""
 
     def analyze_type(self, typ: type, *, is_component_output: bool) -> Any:
@@ -86,7 +80,7 @@ def package_schema() -> dict[str, Any]:
     """The package schema other languages' SDKs are generated from, as JSON data."""
     analysis = _DescribedAnalyzer(PACKAGE).analyze(list(COMPONENTS))
     dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
-    spec = generate_schema(PACKAGE, package_version(), None, analysis["component_definitions"],
+    spec = generate_schema(PACKAGE, __version__, None, analysis["component_definitions"],
                            analysis["type_definitions"], dependencies)
     return spec.to_json()
 
@@ -103,7 +97,7 @@ class TrainJobsProvider(ComponentProvider):
         self._type_defs = analysis["type_definitions"]
         self._external_enum_types = analysis["external_enum_types"]
         self._dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
-        Provider.__init__(self, package_version(), json.dumps(package_schema()))
+        Provider.__init__(self, __version__, json.dumps(package_schema()))
 
 
 def serve() -> None:
@@ -116,5 +110,5 @@ def schema_text() -> str:
     return json.dumps(package_schema(), indent=2, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":   # python -m components.provider > provider/schema.json
+if __name__ == "__main__":   # python -m trainjobs.tools.provider > provider/schema.json
     sys.stdout.write(schema_text())

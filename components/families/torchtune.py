@@ -19,17 +19,17 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
-from .component import TrainJobComponent
-from .errors import IssueCollector
-from .family import Family, Job, TrainingRole
-from .manifests import container
-from .naming import job_name
-from .outputs import JobOutputs
-from .resources import gpu_count
-from .templates import effective_template, template_env, upsert_env
-from .torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, checked_num_proc_per_node, inject_env, master_addr,
-                    resolve_num_proc_per_node, static_pet_env)
+from trainjobs.core.args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
+from trainjobs.core.component import TrainJobComponent
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.kube.manifests import container
+from trainjobs.core.naming import job_name
+from trainjobs.core.outputs import JobOutputs
+from trainjobs.kube.resources import gpu_count
+from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.families.torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, checked_num_proc_per_node, inject_env, master_addr,
+                                      resolve_num_proc_per_node, static_pet_env)
 
 ENTRYPOINT = ("tune", "run")
 IMAGE = "ghcr.io/kubeflow/trainer/torchtune-trainer:v2.3.0"

@@ -1,7 +1,7 @@
 """Container resources: which are GPUs or other devices, how many GPUs a pod has, device limits."""
 
-from .args import Resources
-from .quantity import ceil_value
+from trainjobs.core.args import Resources
+from trainjobs.kube.quantity import ceil_value
 
 
 def is_extended_resource(name: str) -> bool:

@@ -3,11 +3,11 @@ container, the Indexed Job of a role. Nothing here knows a framework."""
 
 from typing import Any
 
-from .args import DEFAULT_SHM_SIZE, PodTemplate, TrainingRuntime, TrainJobArgs
-from .naming import COMPLETION_INDEX_ANNOTATION, job_name
-from .quantity import parse_quantity
-from .resources import normalized_resources
-from .templates import upsert
+from trainjobs.core.args import DEFAULT_SHM_SIZE, PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.naming import COMPLETION_INDEX_ANNOTATION, job_name
+from trainjobs.kube.quantity import parse_quantity
+from trainjobs.kube.resources import normalized_resources
+from trainjobs.kube.templates import upsert
 
 LABEL_JOB = "trainjobs.io/job-name"
 LABEL_ROLE = "trainjobs.io/role"

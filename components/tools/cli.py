@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pulumi
 
-from . import render
-from .errors import TrainJobError
-from .stackconfig import ConfigError, load_yaml
-from .engine import run_program
+from trainjobs import __version__
+from trainjobs.tools import render
+from trainjobs.core.errors import TrainJobError
+from trainjobs.tools.stackconfig import ConfigError, load_yaml
+from trainjobs.tools.engine import run_program
 
 
 def _config(pairs: list[str]) -> dict:
-    """`--config KEY=VALUE` pairs; each VALUE is strict YAML (see components.stackconfig)."""
+    """`--config KEY=VALUE` pairs; each VALUE is strict YAML (see trainjobs.tools.stackconfig)."""
     config = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -89,7 +90,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
-    from . import localrun  # imported here: only this command needs it
+    from trainjobs import localrun  # imported here: only this command needs it
 
     problems = localrun.host_problems()
     if problems:
@@ -110,6 +111,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="trainjobs", description=__doc__)
+    top.add_argument("--version", action="version", version=f"trainjobs {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
 
     def program_command(name: str, help_: str) -> argparse.ArgumentParser:

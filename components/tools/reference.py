@@ -1,5 +1,5 @@
 """docs/arguments.md, generated from the models: every argument and output with its type, default and
-description, as declared in the code (`python -m components.reference > docs/arguments.md`)."""
+description, as declared in the code (`python -m trainjobs.tools.reference > docs/arguments.md`)."""
 
 import enum
 import sys
@@ -10,12 +10,12 @@ from typing import Any, Union
 import pulumi
 from pydantic import BaseModel
 
-from .descriptions import field_description
-from .provider import COMPONENTS
+from trainjobs.core.descriptions import field_description
+from trainjobs.tools.provider import COMPONENTS
 
 HEADER = """# Arguments and outputs of every component
 
-Generated from the code by `python -m components.reference > docs/arguments.md`; a test keeps it
+Generated from the code by `python -m trainjobs.tools.reference > docs/arguments.md`; a test keeps it
 current. "Input" means the argument also takes a Pulumi Output (a secret, or a value unknown during
 preview); "plain" arguments decide objects, pods or env, so they must be known at preview.
 See [components.md](components.md) for how the arguments work together.

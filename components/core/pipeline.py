@@ -1,4 +1,4 @@
-"""The pipeline every job goes through, driven once for every family (see components.family).
+"""The pipeline every job goes through, driven once for every family (see trainjobs.core.family).
 
 Nothing here knows a framework: a family declares its roles, env, checks, objects and outputs; the
 core adds what every job has (headless Service, initializers, extra roles, override fields), runs
@@ -9,18 +9,19 @@ every problem at once, naming the argument behind each, before anything register
 from dataclasses import dataclass
 from typing import Any
 
-from . import apivalidation, argpaths
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs
-from .errors import IssueCollector
-from .extra_roles import check_extra_roles, extra_role_jobs
-from .family import Family, Job, TrainingRole
-from .initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
-                           workspace_claim)
-from .manifests import LABEL_JOB, LABEL_ROLE, RESERVED_LABELS, SERVICE_ROLE, headless_service, indexed_job
-from .naming import check_plain, job_name, rfc1035_label_problem
-from .outputs import JobOutputs
-from .overrides import apply_overrides, check_overrides
-from .templates import upsert
+from trainjobs.kube import apivalidation
+from trainjobs.core import argpaths
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
+from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
+                                         workspace_claim)
+from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, RESERVED_LABELS, SERVICE_ROLE, headless_service, indexed_job
+from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem
+from trainjobs.core.outputs import JobOutputs
+from trainjobs.core.overrides import apply_overrides, check_overrides
+from trainjobs.kube.templates import upsert
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
 

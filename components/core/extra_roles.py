@@ -2,11 +2,11 @@
 
 from typing import Any
 
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs
-from .errors import IssueCollector
-from .naming import rfc1123_label_problem
-from .manifests import container, indexed_job
-from .templates import overlay, template_env
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.kube.manifests import container, indexed_job
+from trainjobs.kube.templates import overlay, template_env
 
 
 def check_extra_roles(issues: IssueCollector, args: TrainJobArgs, reserved: tuple[str, ...]) -> None:

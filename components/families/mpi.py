@@ -20,18 +20,18 @@ from typing import Any, Callable, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .apivalidation import MAX_ENV_STRING
-from .args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
-                   shared_runtime)
-from .component import TrainJobComponent
-from .deferred import GeneratedSSHKey, concat
-from .family import Family, Job, TrainingRole
-from .manifests import container, metadata, object_labels
-from .naming import CLUSTER_DOMAIN, job_name, pod_dns_name
-from .outputs import JobOutputs
-from .resources import gpu_count
-from .scripts import script
-from .templates import overlay, template_env, upsert_env
+from trainjobs.kube.apivalidation import MAX_ENV_STRING
+from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+                                 shared_runtime)
+from trainjobs.core.component import TrainJobComponent
+from trainjobs.core.deferred import GeneratedSSHKey, concat
+from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.kube.manifests import container, metadata, object_labels
+from trainjobs.core.naming import CLUSTER_DOMAIN, job_name, pod_dns_name
+from trainjobs.core.outputs import JobOutputs
+from trainjobs.kube.resources import gpu_count
+from trainjobs.scripts import script
+from trainjobs.kube.templates import overlay, template_env, upsert_env
 
 LAUNCHER, NODE, MPI_ROLE = "launcher", "node", "mpi"   # MPI_ROLE: the label role of the hostfile and key
 HOSTFILE_DIR = "/etc/mpi"

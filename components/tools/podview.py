@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .deferred import REDACTED
-from .naming import CLUSTER_DOMAIN, COMPLETION_INDEX_ANNOTATION, ENV_NAME, FIELD_KEY_PATH
-from .quantity import parse_quantity
+from trainjobs.core.deferred import REDACTED
+from trainjobs.core.naming import CLUSTER_DOMAIN, COMPLETION_INDEX_ANNOTATION, ENV_NAME, FIELD_KEY_PATH
+from trainjobs.kube.quantity import parse_quantity
 
 _VAR_REF = re.compile(rf"\$\$|\$\(({ENV_NAME})\)")
 

@@ -12,9 +12,9 @@ from pulumi_kubernetes import _tables as k8s_tables
 from pulumi_kubernetes.batch.v1 import JobSpecArgs
 from pulumi_kubernetes.core.v1 import ContainerArgs, PodSpecArgs
 
-from .args import TrainJobArgs
-from .deferred import is_plain
-from .errors import IssueCollector
+from trainjobs.core.args import TrainJobArgs
+from trainjobs.core.deferred import is_plain
+from trainjobs.core.errors import IssueCollector
 
 
 def _field_kinds(args_class: type) -> dict[str, type]:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from .args import PodTemplate, Resources, TrainJobArgs
+from trainjobs.core.args import PodTemplate, Resources, TrainJobArgs
 
 
 def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:

@@ -4,13 +4,13 @@ training pods wait for, so the order holds under `pulumi up` and when the YAML i
 from dataclasses import dataclass
 from typing import Any
 
-from .args import Initializer, PodTemplate, TrainingRuntime, TrainJobArgs
-from .deferred import concat, digest
-from .errors import IssueCollector, shown
-from .manifests import container, indexed_job, metadata, object_labels
-from .naming import argument_value_problem, check_plain, job_name
-from .scripts import script
-from .templates import overlay, template_env, upsert_env
+from trainjobs.core.args import Initializer, PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.deferred import concat, digest
+from trainjobs.core.errors import IssueCollector, shown
+from trainjobs.kube.manifests import container, indexed_job, metadata, object_labels
+from trainjobs.core.naming import argument_value_problem, check_plain, job_name
+from trainjobs.scripts import script
+from trainjobs.kube.templates import overlay, template_env, upsert_env
 
 
 WORKSPACE = "/workspace"

@@ -1,4 +1,4 @@
-"""What a framework family declares, for the core to drive (see components.core.derive).
+"""What a framework family declares, for the core to drive (see trainjobs.core.pipeline.derive).
 
 A family is one module: a `Family` subclass that says what the family reserves (env names, role
 names), what it checks, its training roles and the env each gets, its extra objects and its outputs,
@@ -11,9 +11,9 @@ checks on names and on every derived object.
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs
-from .errors import IssueCollector
-from .outputs import JobOutputs
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.outputs import JobOutputs
 
 __all__ = ["Family", "Job", "TrainingRole"]
 

@@ -6,7 +6,7 @@ Patterns are matched whole (`fullmatch`): `$` would also accept a value ending i
 import re
 from functools import lru_cache
 
-from .errors import IssueCollector, shown
+from trainjobs.core.errors import IssueCollector, shown
 
 MAX_DNS_LABEL = 63
 CLUSTER_DOMAIN = "cluster.local"   # Kubernetes' default cluster DNS domain

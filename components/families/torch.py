@@ -10,17 +10,17 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .args import (PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
-                   shared_runtime)
-from .component import TrainJobComponent
-from .errors import IssueCollector
-from .family import Family, Job, TrainingRole
-from .manifests import completion_index_env, container
-from .naming import job_name, pod_dns_name
-from .outputs import JobOutputs
-from .quantity import ceil_value, parse_quantity
-from .resources import gpu_count
-from .templates import effective_template, template_env, upsert_env
+from trainjobs.core.args import (PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+                                 shared_runtime)
+from trainjobs.core.component import TrainJobComponent
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.core.naming import job_name, pod_dns_name
+from trainjobs.core.outputs import JobOutputs
+from trainjobs.kube.quantity import ceil_value, parse_quantity
+from trainjobs.kube.resources import gpu_count
+from trainjobs.kube.templates import effective_template, template_env, upsert_env
 
 ROLE = "node"
 TRAINER_PORT = 29500

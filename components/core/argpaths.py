@@ -10,10 +10,10 @@ to its runtime is `runtime.<role>.<field>`. A problem no argument explains names
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .apivalidation import Path, Problem, format_path
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs
-from .errors import Issue
-from .naming import rfc1123_label_problem
+from trainjobs.kube.apivalidation import Path, Problem, format_path
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.errors import Issue
+from trainjobs.core.naming import rfc1123_label_problem
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 what it registers, as the engine would receive it.
 
 `trainjobs render`, `explain` and `run-local` run programs with it, and the test kit
-(`components.testing`) gives it to users' tests. A preview keeps values Pulumi cannot know offline
+(`trainjobs.testing`) gives it to users' tests. A preview keeps values Pulumi cannot know offline
 unknown (other stacks' outputs, encrypted config); an update gives every resource its inputs as
 outputs. Key pairs get real keys only when asked (`real_keys`, what run-local needs): elsewhere
 nothing logs in with them, and pulumi-tls makes the real ones at deploy time.
@@ -30,9 +30,9 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.sync_await import _ensure_event_loop
 
-from .deferred import REDACTED, SECRET_VALUES, UNKNOWN
-from .errors import TrainJobError
-from .stackconfig import ConfigError, load_yaml_file
+from trainjobs.core.deferred import REDACTED, SECRET_VALUES, UNKNOWN
+from trainjobs.core.errors import TrainJobError
+from trainjobs.tools.stackconfig import ConfigError, load_yaml_file
 
 _SECRET_SIG_KEY = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
@@ -413,7 +413,7 @@ def load_stack_config(project_dir: Path, stack: str, overrides: dict[str, Any] |
     """The project name, the `config:` of `Pulumi.<stack>.yaml` (a missing file: none) with `overrides`
     applied, and the keys that are secret.
 
-    Both files are read as strict YAML (see `components.stackconfig`); keys come back namespaced.
+    Both files are read as strict YAML (see `trainjobs.tools.stackconfig`); keys come back namespaced.
     An encrypted (`secure:`) value cannot be decrypted offline: with `redact_encrypted` (a render,
     whose views show secrets as [secret] anyway) it becomes a secret placeholder; otherwise it must
     be overridden. Every problem is a ConfigError naming the file and what to change.

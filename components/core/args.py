@@ -25,8 +25,8 @@ import pulumi
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import Issue, TrainJobError, shown
-from .quantity import QuantityError, normalize_quantity, parse_quantity
+from trainjobs.core.errors import Issue, TrainJobError, shown
+from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
 
 DEFAULT_SHM_SIZE = "1Gi"
 INT32_MAX = 2**31 - 1

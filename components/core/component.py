@@ -9,12 +9,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel
 
-from .args import is_deferred, parse_args
-from .core import TrainJobPlan, derive
-from .deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
-from .errors import Issue, TrainJobError
-from .family import Family
-from .naming import argument_value_problem
+from trainjobs.core.args import is_deferred, parse_args
+from trainjobs.core.pipeline import TrainJobPlan, derive
+from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
+from trainjobs.core.errors import Issue, TrainJobError
+from trainjobs.core.family import Family
+from trainjobs.core.naming import argument_value_problem
 
 PACKAGE = "trainjobs"
 
@@ -41,7 +41,7 @@ class TrainJobComponent(pulumi.ComponentResource):
     Kubernetes name (derived from the job name), parented to the component; the caller's
     options (provider, protect, aliases, depends_on) flow to the children.
 
-    A component class names its family (components.family); the family's arguments model is the
+    A component class names its family (trainjobs.core.family); the family's arguments model is the
     component's arguments, and its outputs model's fields become the component's Pulumi outputs.
     """
 
@@ -50,7 +50,7 @@ class TrainJobComponent(pulumi.ComponentResource):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """The family's models are the component's arguments and outputs: one declaration gives the
-        attributes, `register_outputs` and, through components.provider, the package schema."""
+        attributes, `register_outputs` and, through trainjobs.tools.provider, the package schema."""
         super().__init_subclass__(**kwargs)
         cls.args_type, cls.outputs_type = cls.family.args_type, cls.family.outputs_type
 
@@ -104,7 +104,7 @@ class TrainJobComponent(pulumi.ComponentResource):
         return output
 
     def _resolve(self, value: Any, caller_depends: list) -> Any:
-        """The manifest with each placeholder replaced by an Output (see components.deferred)."""
+        """The manifest with each placeholder replaced by an Output (see trainjobs.core.deferred)."""
         if isinstance(value, dict):
             return {k: self._resolve(v, caller_depends) for k, v in value.items()}
         if isinstance(value, list):

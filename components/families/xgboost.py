@@ -10,14 +10,14 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from .args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
-from .component import TrainJobComponent
-from .family import Family, Job, TrainingRole
-from .manifests import completion_index_env, container
-from .naming import job_name, pod_dns_name
-from .outputs import JobOutputs
-from .resources import gpu_count
-from .templates import effective_template, template_env, upsert_env
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
+from trainjobs.core.component import TrainJobComponent
+from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.core.naming import job_name, pod_dns_name
+from trainjobs.core.outputs import JobOutputs
+from trainjobs.kube.resources import gpu_count
+from trainjobs.kube.templates import effective_template, template_env, upsert_env
 
 ROLE = "node"
 TRACKER_PORT = 29500
