@@ -143,7 +143,18 @@ def test_one_issue_per_argument_though_every_object_carries_it():
 def test_torchtune_names_are_limited_by_the_initializer_hostnames():
     run(lambda: TorchTuneTrainJob("a" * 39, {"runtime": "torchtune-llama3.2-1b"}))
     found = issues(TorchTuneTrainJob, "a" * 40, {"runtime": "torchtune-llama3.2-1b"})
-    assert found["name"].startswith(f'derived pod hostname "{"a" * 40}-dataset-initializer-0-0" is 64 characters')
+    assert found["name"].startswith(f'derived pod hostname "{"a" * 40}-dataset-initializer-0-0" is over the '
+                                    '63-character limit by 1: shorten the name by at least 1 character')
+
+
+def test_a_long_hostname_is_shown_whole_and_its_length_said_once():
+    name = "n" * 63
+    found = issues(TorchTrainJob, name, {"num_nodes": 2})
+    hostname = f"{name}-node-0-1"
+    assert len(hostname) == 72
+    assert found["name"].startswith(f'derived pod hostname "{hostname}" is over the 63-character limit by 9: '
+                                    'shorten the name by at least 9 characters or use fewer pods')
+    assert "72" not in found["name"] and "..." not in found["name"] and found["name"].count(hostname) == 1
 
 
 def test_a_bad_extra_role_name_is_reported_on_the_role_alone():

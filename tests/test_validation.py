@@ -34,7 +34,7 @@ def test_too_long_name_names_the_limit_and_the_longest_hostname():
     name = "a" * 55
     error = rejected({"num_nodes": 10}, name=name)
     message = messages(error)["name"]
-    assert f'"{name}-node-0-9"' in message and "64 characters; the limit is 63" in message
+    assert f'"{name}-node-0-9" is over the 63-character limit by 1' in message
 
 
 def test_name_that_fits_exactly():

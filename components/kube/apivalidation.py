@@ -259,9 +259,10 @@ def _check_job(job: dict[str, Any], add: Add) -> None:
             hostname = f"{name}-{completions - 1}"
             if len(hostname) > MAX_DNS_LABEL:
                 over = len(hostname) - MAX_DNS_LABEL
-                add(("metadata", "name"), f"derived pod hostname {shown(hostname)} is {len(hostname)} characters; "
-                                          f"the limit is {MAX_DNS_LABEL}: shorten the name by at least {over} "
-                                          f"character{'s' if over > 1 else ''} or use fewer pods")
+                # Shown whole (up to twice the limit): the overflow is the part the user has to cut.
+                add(("metadata", "name"), f"derived pod hostname {shown(hostname, 2 * MAX_DNS_LABEL)} is over the "
+                                          f"{MAX_DNS_LABEL}-character limit by {over}: shorten the name by at least "
+                                          f"{over} character{'s' if over > 1 else ''} or use fewer pods")
             elif not is_dns_label(hostname):
                 add(("metadata", "name"), f"pod hostname {shown(hostname)} must be a DNS label")
     if isinstance(name, str) and len(name) > MAX_DNS_LABEL:
