@@ -13,6 +13,7 @@ Lifecycle without an operator:
 """
 
 import enum
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -24,6 +25,7 @@ from trainjobs.kube.apivalidation import MAX_ENV_STRING
 from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
                                  shared_runtime)
 from trainjobs.core.component import TrainJobComponent
+from trainjobs.core.errors import shown
 from trainjobs.core.deferred import GeneratedSSHKey, concat
 from trainjobs.core.family import Family, Job, TrainingRole
 from trainjobs.kube.manifests import container, metadata, object_labels
@@ -155,6 +157,11 @@ class MpiOutputs(JobOutputs):
     """OpenMPI, IntelMPI or MPICH."""
     ssh_secret_name: str
     """The Secret holding the generated key pair."""
+
+
+# mpirun passes its ssh options on as words split at white space, with quotes kept literally (OpenMPI's
+# plm_rsh_args, Hydra's extra args), so the key's path can hold no character that needs quoting.
+SSH_MOUNT_PATH = re.compile(r"/[A-Za-z0-9._+@/-]*")
 
 
 def ssh_args(mount_path: str, port: int) -> str:
@@ -428,6 +435,11 @@ class MpiFamily(Family):
                                            f"kubelet then makes the private key at {layout.mount}/id_rsa "
                                            "group-readable (0640) and OpenSSH refuses a key its owner's group can "
                                            "read; run as a non-root user (runAsUser) or drop fsGroup")
+        if not SSH_MOUNT_PATH.fullmatch(layout.mount):
+            field = "ssh_auth_mount_path" if args.ssh_auth_mount_path else "runtime.ssh_auth_mount_path"
+            issues.add(field, f"{shown(layout.mount)} cannot be passed in mpirun's ssh options (`-i <path>/id_rsa`): "
+                              "they are split at white space and quotes are not honoured; use an absolute path of "
+                              "letters, digits and . _ - + @ only, e.g. /root/.ssh")
         if layout.flavor.by_short_hostname and args.namespace is None:
             issues.add("namespace", f"{layout.implementation} connects back to the launcher by its short hostname; "
                                     f"set namespace so pods get the DNS search domain "
