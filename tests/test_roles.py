@@ -75,6 +75,15 @@ def test_extra_role_names(component, role, message):
     assert f"extra_roles.{role}: {message}" in str(error)
 
 
+@pytest.mark.parametrize("component", [TorchTrainJob, JaxTrainJob])
+def test_a_job_without_a_launcher_may_name_an_extra_role_launcher(component):
+    """Only the roles a job itself uses are reserved (docs/components.md, Extra roles)."""
+    stack = run(lambda: component("t", {"image": "x:1", "extra_roles": {"launcher": {"image": "tb:1"}}}))
+    launcher = stack.get("Job", "t-launcher-0").manifest["spec"]["template"]["spec"]
+    assert [c["name"] for c in launcher["containers"]] == ["launcher"]
+    assert not env_names(launcher["containers"][0])
+
+
 def test_extra_role_hostnames_must_fit():
     with pytest.raises(TrainJobError, match='derived pod hostname "t{50}-evaluator-0-9"'):
         run(lambda: TorchTrainJob("t" * 50, {"extra_roles": {"evaluator": {"image": "x:1", "num_pods": 10}}}))
