@@ -3,6 +3,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STACK ?= dev
+# The oldest and the newest Python that requires-python admits; `make test` runs the fast suite on them too.
+OTHER_PYTHONS ?= 3.10 3.13
 OUT ?= rendered/$(STACK)
 
 .PHONY: render test bench clean
@@ -26,6 +28,7 @@ render: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
+	scripts/test-other-pythons $(OTHER_PYTHONS)
 
 # About 6 minutes on a quiet 2-core machine; not part of `make test`. BENCH_ARGS="--only register" for one section,
 # "--run-local" to add run-local vs bare torchrun (needs root and the e2e packages). See docs/performance.md.
@@ -33,4 +36,4 @@ bench: $(VENV)/.installed
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) rendered .pytest_cache
+	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) rendered .pytest_cache

@@ -6,6 +6,7 @@ and every description (with its default) comes from the field's docstring in the
 schema cannot drift from the Python API. `provider/PulumiPlugin.yaml` runs `serve()`.
 """
 
+import inspect
 import json
 import sys
 from typing import Any, Optional
@@ -81,8 +82,13 @@ def package_schema() -> dict[str, Any]:
     analysis = _DescribedAnalyzer(PACKAGE).analyze(list(COMPONENTS))
     dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
     spec = generate_schema(PACKAGE, __version__, None, analysis["component_definitions"],
-                           analysis["type_definitions"], dependencies)
-    return spec.to_json()
+                           analysis["type_definitions"], dependencies).to_json()
+    # Descriptions taken from class docstrings: Python 3.13 strips their indentation, earlier versions
+    # keep it; cleaned, the schema is the same bytes on every supported Python.
+    for definition in [*spec.get("resources", {}).values(), *spec.get("types", {}).values()]:
+        if definition.get("description"):
+            definition["description"] = inspect.cleandoc(definition["description"])
+    return spec
 
 
 class TrainJobsProvider(ComponentProvider):

@@ -25,6 +25,8 @@ See [components.md](components.md) for how the arguments work together.
 def _type(annotation: Any) -> tuple[str, bool]:
     """A readable type, and whether it takes Outputs."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any:   # a class from Python 3.11 on, a special form before
+        return "any", False
     if origin in (Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
         if any(typing.get_origin(a) is pulumi.Output or a is pulumi.Output or
