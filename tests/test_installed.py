@@ -1,0 +1,191 @@
+"""The package as a user installs it: built from a clean copy of this repository, installed (not
+editable) into a fresh virtualenv outside it, and used from a Pulumi project of the user's that has
+a `components` package of its own.
+
+This is what the README's "Using it on a real cluster" asks of a user, not a copy of the in-repo
+tests: the wheel must carry every file the package reads (the containers' shell scripts), install
+no `components` package, and leave the user's own `components` importable beside `trainjobs`.
+Building needs PyPI for the build backend and the wheel's dependencies, as `pip install` does.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GUIDE = REPO / "docs" / "testing.md"
+# Generous bounds: each is for a step that hangs, not for a slow machine.
+BUILD_SECONDS, INSTALL_SECONDS, RUN_SECONDS = 900, 1800, 600
+
+# The user's own package, which Pulumi projects often call `components`.
+USER_COMPONENTS = '''\
+"""The user's own helpers, unrelated to trainjobs."""
+
+TEAM_LABELS = {"team": "vision", "cost-center": "research"}
+'''
+
+# A config-driven program in the shape the testing guide assumes: the project's __main__.py reads `jobs`.
+USER_PROGRAM = '''\
+import pulumi
+import trainjobs
+from components import TEAM_LABELS
+
+for job in pulumi.Config().get_object("jobs") or []:
+    kind, name = job.pop("kind"), job.pop("name")
+    getattr(trainjobs, kind)(name, {**job, "labels": TEAM_LABELS})
+'''
+
+ONE_OF_EVERY_FAMILY = [
+    {"kind": "TorchTrainJob", "name": "torch", "image": "pytorch/pytorch:2.13.0", "num_nodes": 2,
+     "dataset_initializer": {"storage_uri": "hf://datasets/ylecun/mnist"}},
+    {"kind": "TorchTuneTrainJob", "name": "tune", "runtime": "torchtune-llama3.2-1b"},
+    {"kind": "JaxTrainJob", "name": "jax", "image": "python:3.11", "num_nodes": 2},
+    {"kind": "XGBoostTrainJob", "name": "xgb", "image": "python:3.11", "num_nodes": 2},
+    {"kind": "MpiTrainJob", "name": "mpi", "image": "mpioperator/mpi-pi:openmpi", "num_nodes": 2,
+     "command": ["mpirun", "/home/mpiuser/pi"]},
+    {"kind": "DeepSpeedTrainJob", "name": "ds", "num_nodes": 2, "command": ["mpirun", "python", "train.py"]},
+    {"kind": "MlxTrainJob", "name": "mlx", "num_nodes": 2, "command": ["mpirun", "python", "train.py"]},
+]
+
+# The objects each of those jobs must produce (kind, namespace-less name), as rendered file names.
+EXPECTED_FILES = {
+    "v1-service-default-torch.yaml", "batch_v1-job-default-torch-node-0.yaml",
+    "batch_v1-job-default-torch-dataset-initializer-0.yaml",
+    "v1-persistentvolumeclaim-default-torch-initializer.yaml",
+    "batch_v1-job-default-tune-node-0.yaml", "batch_v1-job-default-tune-dataset-initializer-0.yaml",
+    "batch_v1-job-default-tune-model-initializer-0.yaml",
+    "batch_v1-job-default-jax-node-0.yaml", "batch_v1-job-default-xgb-node-0.yaml",
+    *{f"{prefix}-default-{job}{suffix}.yaml" for job in ("mpi", "ds", "mlx") for prefix, suffix in (
+        ("v1-service", ""), ("v1-secret", "-mpi-ssh-auth"), ("v1-configmap", "-mpi-hostfile"),
+        ("batch_v1-job", "-launcher-0"), ("batch_v1-job", "-node-0"))},
+}
+
+
+def run(argv: list, cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(map(str, argv))} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+def clean_copy(destination: Path) -> Path:
+    """The repository's files as a fresh clone would have them, with uncommitted edits, without
+    virtualenvs, caches or build output."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, destination / name)
+    return destination
+
+
+def user_env(venv: Path) -> dict:
+    """A user's shell with the virtualenv activated: nothing of this repository on the import path."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
+    env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(wheel, sdist, virtualenv, the user's project), built and installed once for the module."""
+    root = tmp_path_factory.mktemp("installed")
+    source = clean_copy(root / "source")
+    run([sys.executable, "-m", "build", "--outdir", root / "dist", source], root, BUILD_SECONDS)
+    [wheel], [sdist] = sorted((root / "dist").glob("*.whl")), sorted((root / "dist").glob("*.tar.gz"))
+    venv = root / "venv"
+    run([sys.executable, "-m", "venv", venv], root, INSTALL_SECONDS)
+    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel,
+         "pytest>=8,<10"], root, INSTALL_SECONDS)
+
+    project = root / "project"
+    (project / "components").mkdir(parents=True)
+    (project / "components" / "__init__.py").write_text(USER_COMPONENTS)
+    (project / "__main__.py").write_text(USER_PROGRAM)
+    (project / "Pulumi.yaml").write_text("name: vision-training\nruntime: python\n")
+    for stack in ("dev", "prod"):
+        (project / f"Pulumi.{stack}.yaml").write_text(
+            "config:\n  vision-training:jobs: " + json.dumps(ONE_OF_EVERY_FAMILY) + "\n")
+    return wheel, sdist, venv, project
+
+
+def shell_scripts() -> list[str]:
+    return sorted(p.name for p in (REPO / "components" / "scripts").glob("*.sh"))
+
+
+def test_the_wheel_carries_every_file_the_package_reads_and_no_components_package(installed):
+    wheel, sdist, venv, _ = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.startswith("components/")]
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"trainjobs"}
+    data_files = sorted(p.relative_to(REPO / "components").as_posix() for p in (REPO / "components").rglob("*")
+                        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts)
+    assert shell_scripts() and data_files == [f"scripts/{s}" for s in shell_scripts()]
+    for data in data_files:
+        assert f"trainjobs/{data}" in names
+        assert f"{sdist.name.removesuffix('.tar.gz')}/components/{data}" in tarfile.open(sdist).getnames()
+    run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], wheel.parent, RUN_SECONDS)
+
+    listed = run([venv / "bin" / "python", "-m", "pip", "show", "-f", "trainjobs"], venv, RUN_SECONDS).stdout
+    for script in shell_scripts():
+        assert f"trainjobs/scripts/{script}" in listed
+    site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                    venv, RUN_SECONDS).stdout.strip())
+    assert not (site / "components").exists()
+
+
+def test_the_version_is_the_one_the_package_defines(installed):
+    _, _, venv, project = installed
+    defined = re.search(r'^__version__ = "([^"]+)"', (REPO / "components" / "__init__.py").read_text(), re.M)[1]
+    printed = run([venv / "bin" / "trainjobs", "--version"], project, RUN_SECONDS, user_env(venv)).stdout
+    assert printed.strip() == f"trainjobs {defined}"
+    assert installed[0].name.startswith(f"trainjobs-{defined}-")
+
+
+def test_render_from_a_project_with_its_own_components_package(installed):
+    _, _, venv, project = installed
+    out = project / "rendered"
+    done = run([venv / "bin" / "trainjobs", "render", "__main__.py", "--stack", "dev", "--out", out], project,
+               RUN_SECONDS, user_env(venv))
+    written = {p.name for p in out.glob("*.yaml")}
+    assert EXPECTED_FILES <= written, sorted(EXPECTED_FILES - written)
+    assert "error" not in done.stderr.lower()
+    # The scripts were read from the installed package: the MPI launcher waits for its hosts, and a
+    # job with an initializer waits for it.
+    launcher = (out / "batch_v1-job-default-mpi-launcher-0.yaml").read_text()
+    assert "wait-for-hosts" in launcher and "mpi-launcher" in launcher
+    torch = (out / "batch_v1-job-default-torch-node-0.yaml").read_text()
+    assert "wait-for-initializers" in torch
+    # The user's own package supplied the labels.
+    assert "team: vision" in (out / "batch_v1-job-default-xgb-node-0.yaml").read_text()
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", markdown, re.M | re.S)
+
+
+def test_the_testing_guide_examples_pass_in_the_users_project(installed):
+    _, _, venv, project = installed
+    blocks = python_blocks(GUIDE.read_text())
+    assert len(blocks) >= 2
+    tests = project / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_guide.py").write_text("\n\n".join(blocks))
+    (tests / "test_own_package.py").write_text(
+        "from components import TEAM_LABELS\nimport trainjobs\n\n\n"
+        "def test_both_packages_import_side_by_side():\n"
+        "    assert TEAM_LABELS['team'] == 'vision'\n"
+        "    assert trainjobs.TorchTrainJob.__module__.startswith('trainjobs.')\n")
+    done = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], project,
+               RUN_SECONDS, user_env(venv))
+    collected = sum(len(re.findall(r"^def test_", b, re.M)) for b in blocks) + 1
+    assert re.search(rf"\b{collected} passed\b", done.stdout), done.stdout
