@@ -70,7 +70,8 @@ class MpiRuntime(TrainingRuntime):
     num_proc_per_node: Optional[int] = Field(default=1, ge=1)
     """Slots per host."""
     ssh_auth_mount_path: Optional[str] = "/root/.ssh"
-    """Where the SSH key pair is mounted (the ssh user's ~/.ssh)."""
+    """Where the SSH key pair is mounted (the ssh user's ~/.ssh): an absolute path of letters, digits and
+    . _ - + @, since mpirun passes it in ssh options it splits at white space."""
     ssh_port: Optional[int] = Field(default=22, ge=1, le=65535)
     """Port the node pods' sshd listens on."""
     run_launcher_as_node: Optional[bool] = False
@@ -109,7 +110,8 @@ class MpiTrainJobArgs(TrainJobArgs):
     run_launcher_as_node: Optional[bool] = None
     """Whether the launcher is also an MPI host. Default: the runtime's (true for DeepSpeed and MLX)."""
     ssh_auth_mount_path: Optional[str] = None
-    """Where the key pair is mounted. Default: the runtime's (/root/.ssh, /home/mpiuser/.ssh for Kubeflow's)."""
+    """Where the key pair is mounted (the ssh user's ~/.ssh): an absolute path of letters, digits and
+    . _ - + @. Default: the runtime's (/root/.ssh, /home/mpiuser/.ssh for Kubeflow's)."""
     ssh_key_algorithm: Optional[SshKeyAlgorithm] = SshKeyAlgorithm.ECDSA_P521.value
     """Algorithm of the generated key pair: ECDSA-P521 or ED25519."""
     launcher_wait_timeout_seconds: Optional[int] = Field(default=300, ge=1, le=2**31 - 1)
