@@ -6,27 +6,36 @@ and every description (with its default) comes from the field's docstring in the
 schema cannot drift from the Python API. `provider/PulumiPlugin.yaml` runs `serve()`.
 """
 
+import argparse
+import asyncio
 import inspect
 import json
 import sys
 from typing import Any, Optional
 
+import grpc
 import pulumi
-from pulumi.provider import main
+from pulumi.errors import InputPropertiesError
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
-from pulumi.provider.provider import Provider
+from pulumi.provider.provider import ConstructResult, Provider
+from pulumi.provider.server import ComponentInitError, ProviderServicer
+from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
+from pulumi.runtime.proto import provider_pb2_grpc
+from pulumi.resource import DependencyResource
 from pydantic import BaseModel
 
 from trainjobs import __version__
 from trainjobs.core.component import PACKAGE, TrainJobComponent
+from trainjobs.core.errors import TrainJobError
 from trainjobs.core.descriptions import field_description
 from trainjobs.families.jax import JaxTrainJob
 from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
 from trainjobs.families.torch import TorchTrainJob
 from trainjobs.families.torchtune import TorchTuneTrainJob
 from trainjobs.families.xgboost import XGBoostTrainJob
+from trainjobs.tools import wire
 
 COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
               XGBoostTrainJob)
@@ -105,10 +114,67 @@ class TrainJobsProvider(ComponentProvider):
         self._dependencies = sorted(analysis["dependencies"], key=lambda d: f"{d.name}{d.version}")
         Provider.__init__(self, __version__, json.dumps(package_schema()))
 
+    def construct(self, name: str, resource_type: str, inputs: pulumi.Inputs,
+                  options: Optional[pulumi.ResourceOptions] = None) -> ConstructResult:
+        """A component from schema-named inputs: plain values (the in-process tests), or inputs decoded by
+        `wire.decode_inputs` with their secrets, unknowns and dependencies on the values they belong to."""
+        self.validate_resource_type(self._name, resource_type)
+        component_name = resource_type.rsplit(":", maxsplit=1)[-1]
+        if component_name not in self._components:
+            raise InputPropertiesError(f'unknown component "{resource_type}"; this package has '
+                                       f'{", ".join(f"{PACKAGE}:index:{c}" for c in self._components)}')
+        definition = self._component_defs[component_name]
+        args, depends = wire.arguments(dict(inputs), definition, self._type_defs)
+        options = options or pulumi.ResourceOptions()
+        if depends:   # a value the job needs plain came with dependencies: every object waits for them
+            options = pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(
+                depends_on=[DependencyResource(urn) for urn in sorted(depends)]))
+        try:
+            instance = self._components[component_name](name, args, options)
+        except Exception as error:  # noqa: BLE001 - reported by the servicer (TrainJobError) or with its stack
+            raise ComponentInitError(error) from error
+        return ConstructResult(instance.urn, self.get_state(instance, definition))
+
+
+class _Servicer(ProviderServicer):
+    """Pulumi's provider server, with the inputs decoded as the program meant them (trainjobs.tools.wire)
+    and a TrainJobError reported as the engine reports a resource's bad inputs: its message, no stack."""
+
+    @staticmethod
+    async def _construct_inputs(inputs: Any, input_dependencies: Any) -> dict[str, Any]:
+        return wire.decode_inputs(inputs, {key: set(deps.urns) for key, deps in input_dependencies.items()})
+
+    async def _construct(self, request: Any, context: Any) -> Any:
+        try:
+            return await super()._construct(request, context)
+        except (ComponentInitError, TrainJobError) as error:
+            cause = error.inner if isinstance(error, ComponentInitError) else error
+            if isinstance(cause, TrainJobError):   # the server sends it as INVALID_ARGUMENT with this message
+                raise InputPropertiesError(str(cause)) from None
+            raise
+
 
 def serve() -> None:
-    """Run the provider: the Pulumi engine starts this with the engine's address as arguments."""
-    main(TrainJobsProvider(), sys.argv[1:])
+    """Run the provider as the Pulumi engine does: the engine's address as the argument; the port the
+    provider listens on, on loopback, is the first line it prints."""
+    parser = argparse.ArgumentParser(description="trainjobs component provider (a Pulumi plugin)")
+    parser.add_argument("engine", help="the Pulumi engine's address")
+    engine = parser.parse_known_args()[0].engine
+
+    async def listen() -> None:
+        server = grpc.aio.server(options=_GRPC_CHANNEL_OPTIONS)
+        provider_pb2_grpc.add_ResourceProviderServicer_to_server(
+            _Servicer(TrainJobsProvider(), sys.argv[1:], engine_address=engine), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        sys.stdout.write(f"{port}\n")
+        sys.stdout.flush()
+        await server.wait_for_termination()
+
+    try:
+        asyncio.run(listen())
+    except KeyboardInterrupt:
+        pass
 
 
 def schema_text() -> str:
