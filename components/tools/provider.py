@@ -147,11 +147,18 @@ class _Servicer(ProviderServicer):
     async def _construct(self, request: Any, context: Any) -> Any:
         try:
             return await super()._construct(request, context)
-        except (ComponentInitError, TrainJobError) as error:
-            cause = error.inner if isinstance(error, ComponentInitError) else error
-            if isinstance(cause, TrainJobError):   # the server sends it as INVALID_ARGUMENT with this message
-                raise InputPropertiesError(str(cause)) from None
+        except ComponentInitError as error:
+            if isinstance(error.inner, TrainJobError):
+                raise error.inner from None
             raise
+
+    async def Construct(self, request: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method's name
+        """As Pulumi's server, but a TrainJobError becomes INVALID_ARGUMENT with its message: the engine shows
+        it as the component's problem. (Pulumi's server would send it as "Unexpected <class ...>: ...".)"""
+        try:
+            return await super().Construct(request, context)
+        except TrainJobError as error:   # a RunError: Pulumi's server passes it on unchanged
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
 
 def serve() -> None:

@@ -1,0 +1,360 @@
+"""The provider as another language's program meets it: over gRPC, with inputs encoded as the engine encodes them.
+
+`provider/__main__.py` runs as the engine runs a plugin (a process given the engine's address, printing
+the port it serves on); a stand-in engine and resource monitor on loopback, built on the grpc that
+Pulumi's SDK brings, record what the provider registers. Each `Construct` request carries a
+google.protobuf Struct: numbers as doubles, secrets and unknowns marked with the engine's signatures.
+"""
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import empty_pb2, json_format, struct_pb2
+from pulumi.runtime.proto import (engine_pb2, engine_pb2_grpc, provider_pb2, provider_pb2_grpc, resource_pb2,
+                                  resource_pb2_grpc)
+
+ROOT = Path(__file__).resolve().parent.parent
+SIG = "4dabf18193072939515e22adb298388d"
+SECRET = "1b47061264138c4ac30d75fd1eb44270"
+OUTPUT = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+TOKEN = "hf_s3cr3t_t0ken"
+STACK_URN = "urn:pulumi:dev::ml::pulumi:pulumi:Stack::ml-dev"
+NAMESPACE_URN = "urn:pulumi:dev::ml::kubernetes:core/v1:Namespace::team"
+# What an engine of Pulumi 3.2xx supports and the SDK asks about; not output values: the provider's
+# children are custom resources, registered with plain secrets as the Kubernetes provider takes them.
+FEATURES = [resource_pb2.RESOURCE_MONITOR_FEATURE_SECRETS, resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES,
+            resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS, resource_pb2.RESOURCE_MONITOR_FEATURE_DELETED_WITH]
+TIMEOUT = 180   # seconds for any one call: generous, the machine may be busy
+
+
+def secret(value: Any) -> dict:
+    return {SIG: SECRET, "value": value}
+
+
+class Recorder(engine_pb2_grpc.EngineServicer, resource_pb2_grpc.ResourceMonitorServicer):
+    """The engine and resource monitor: registers whatever the provider asks, and remembers it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.registered: list[resource_pb2.RegisterResourceRequest] = []
+        self.outputs: dict[str, struct_pb2.Struct] = {}
+        self.logs: list[str] = []
+        self.preview = False
+
+    # Engine
+    def Log(self, request, context):
+        with self.lock:
+            self.logs.append(f"{request.severity}: {request.message}")
+        return empty_pb2.Empty()
+
+    def GetRootResource(self, request, context):
+        return engine_pb2.GetRootResourceResponse(urn=STACK_URN)
+
+    def SetRootResource(self, request, context):
+        return engine_pb2.SetRootResourceResponse()
+
+    # Resource monitor
+    def GetDeploymentInfo(self, request, context):
+        return resource_pb2.DeploymentInfo(supportedFeatures=FEATURES)
+
+    def RegisterResource(self, request, context):
+        parent_type = f"{request.parent.split('::')[2]}$" if request.parent not in ("", STACK_URN) else ""
+        urn = f"urn:pulumi:dev::ml::{parent_type}{request.type}::{request.name}"
+        with self.lock:
+            self.registered.append(request)
+        if not request.custom:
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        state = json_format.MessageToDict(request.object)
+        if request.type == "tls:index/privateKey:PrivateKey" and not self.preview:
+            state.update(privateKeyOpenssh="-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n", publicKeyOpenssh="ssh-ed25519 AAAA\n")
+        response = struct_pb2.Struct()
+        response.update(state)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id="" if self.preview else f"{request.name}-id",
+                                                     object=response)
+
+    def RegisterResourceOutputs(self, request, context):
+        with self.lock:
+            self.outputs[request.urn] = request.outputs
+        return empty_pb2.Empty()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    recorder = Recorder()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    engine_pb2_grpc.add_EngineServicer_to_server(recorder, server)
+    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(recorder, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield recorder, f"127.0.0.1:{port}"
+    server.stop(grace=None).wait(TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def provider(engine, tmp_path_factory):
+    """The plugin process, started as the engine starts it: the engine's address as its argument."""
+    _, address = engine
+    stderr_path = tmp_path_factory.mktemp("provider") / "stderr"
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen([sys.executable, str(ROOT / "provider" / "__main__.py"), address],
+                                   cwd=ROOT / "provider", stdout=subprocess.PIPE, stderr=stderr)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()
+    try:
+        port = int(lines.get(timeout=TIMEOUT))
+    except (queue.Empty, ValueError):
+        process.kill()
+        process.wait(TIMEOUT)
+        pytest.fail(f"the provider printed no port: {stderr_path.read_text()}")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield provider_pb2_grpc.ResourceProviderStub(channel), stderr_path
+    finally:
+        channel.close()
+        process.terminate()
+        try:
+            process.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(TIMEOUT)
+        process.stdout.close()
+
+
+def construct(engine, provider, component: str, name: str, inputs: dict, *, preview: bool = False,
+              dependencies: dict[str, list[str]] | None = None):
+    """One Construct request as the engine sends it; the registrations it caused, and the response."""
+    recorder, address = engine
+    stub, _ = provider
+    with recorder.lock:
+        recorder.registered.clear()
+        recorder.outputs.clear()
+        recorder.logs.clear()
+        recorder.preview = preview
+    encoded = struct_pb2.Struct()
+    encoded.update(inputs)
+    request = provider_pb2.ConstructRequest(
+        project="ml", stack="dev", organization="acme", dryRun=preview, parallel=4, monitorEndpoint=address,
+        type=f"trainjobs:index:{component}", name=name, parent=STACK_URN, inputs=encoded,
+        inputDependencies={key: provider_pb2.ConstructRequest.PropertyDependencies(urns=urns)
+                           for key, urns in (dependencies or {}).items()})
+    response = stub.Construct(request, timeout=TIMEOUT)
+    return Registered(list(recorder.registered), dict(recorder.outputs), list(recorder.logs)), response
+
+
+class Registered:
+    def __init__(self, requests, outputs, logs):
+        self.requests, self.outputs, self.logs = requests, outputs, logs
+
+    def component(self) -> resource_pb2.RegisterResourceRequest:
+        (component,) = [r for r in self.requests if not r.custom]
+        return component
+
+    def children(self) -> list[resource_pb2.RegisterResourceRequest]:
+        return [r for r in self.requests if r.custom]
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return sorted((r.type, r.name) for r in self.children())
+
+    def get(self, kind: str, name: str) -> resource_pb2.RegisterResourceRequest:
+        (found,) = [r for r in self.children() if r.type.endswith(f":{kind}") and r.name == name]
+        return found
+
+
+def plain_strings(value: Any) -> list[str]:
+    """Every string in a registered object that is not inside a secret."""
+    if isinstance(value, dict):
+        if value.get(SIG) == SECRET:
+            return []
+        return [s for v in value.values() for s in plain_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in plain_strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def as_dict(struct: struct_pb2.Struct) -> dict:
+    return json_format.MessageToDict(struct)
+
+
+def container_env(job: resource_pb2.RegisterResourceRequest) -> dict[str, Any]:
+    """The main container's env as registered: a secret value as the secret marker around it."""
+    containers = as_dict(job.object)["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value") for e in containers[0]["env"]}
+
+
+def test_the_provider_says_it_takes_secrets_and_output_values(provider):
+    stub, _ = provider
+    response = stub.Configure(provider_pb2.ConfigureRequest(acceptSecrets=True, acceptResources=True),
+                              timeout=TIMEOUT)
+    assert response.acceptSecrets and response.acceptOutputs
+    schema = json.loads(stub.GetSchema(provider_pb2.GetSchemaRequest(), timeout=TIMEOUT).schema)
+    assert "trainjobs:index:MpiTrainJob" in schema["resources"]
+
+
+def test_plain_values_register_the_job_under_the_component_with_integers_as_integers(engine, provider):
+    registered, response = construct(engine, provider, "TorchTrainJob", "llm", {
+        "image": "ghcr.io/acme/llm:1", "numNodes": 2, "numProcPerNode": "4", "namespace": "ml",
+        "env": [{"name": "LR", "value": "0.1"}, {"name": "STEPS", "value": 100}], "labels": {"team": "llm"}})
+    component = registered.component()
+    assert (component.type, component.name, component.parent) == ("trainjobs:index:TorchTrainJob", "llm", STACK_URN)
+    assert response.urn == "urn:pulumi:dev::ml::trainjobs:index:TorchTrainJob::llm"
+    assert registered.kinds() == [("kubernetes:batch/v1:Job", "llm-node-0"), ("kubernetes:core/v1:Service", "llm")]
+    assert {child.parent for child in registered.children()} == {response.urn}
+    job = as_dict(registered.get("Job", "llm-node-0").object)
+    assert job["metadata"]["namespace"] == "ml" and job["metadata"]["labels"]["team"] == "llm"
+    assert job["spec"]["completions"] == 2 and job["spec"]["parallelism"] == 2
+    env = container_env(registered.get("Job", "llm-node-0"))
+    assert env["LR"] == "0.1" and env["STEPS"] == "100"   # a number sent as 100.0 is the string "100"
+    assert env["PET_NNODES"] == "2" and env["PET_NPROC_PER_NODE"] == "4"
+    state = as_dict(response.state)
+    assert state["numNodes"] == 2 and state["jobName"] == "llm-node-0" and state["namespace"] == "ml"
+    assert state["masterAddr"] == "llm-node-0-0.llm"
+
+
+def test_a_secret_token_in_env_registers_every_mpi_object_and_stays_secret_in_each(engine, provider):
+    registered, response = construct(engine, provider, "MpiTrainJob", "pi", {
+        "image": "mpi:1", "command": ["mpirun", "pi"], "numNodes": 2, "namespace": "hpc",
+        "env": [{"name": "HF_TOKEN", "value": secret(TOKEN)}, {"name": "MODE", "value": "fast"}]})
+    assert registered.kinds() == [
+        ("kubernetes:batch/v1:Job", "pi-launcher-0"), ("kubernetes:batch/v1:Job", "pi-node-0"),
+        ("kubernetes:core/v1:ConfigMap", "pi-mpi-hostfile"), ("kubernetes:core/v1:Secret", "pi-mpi-ssh-auth"),
+        ("kubernetes:core/v1:Service", "pi"), ("tls:index/privateKey:PrivateKey", "pi-ssh-key")]
+    assert {child.parent for child in registered.children()} == {response.urn}
+    hostfile = as_dict(registered.get("ConfigMap", "pi-mpi-hostfile").object)["data"]["hostfile"]
+    assert hostfile == "pi-node-0-0.pi slots=1\npi-node-0-1.pi slots=1\n"
+    ssh = as_dict(registered.get("Secret", "pi-mpi-ssh-auth").object)
+    assert ssh["stringData"][SIG] == SECRET   # pulumi-kubernetes keeps a Secret's data secret as a whole
+    assert ssh["stringData"]["value"]["ssh-privatekey"] == "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n"
+    for job in ("pi-launcher-0", "pi-node-0"):
+        env = container_env(registered.get("Job", job))
+        assert env["HF_TOKEN"] == secret(TOKEN) and env["MODE"] == "fast"
+    for request in registered.requests:
+        assert not [s for s in plain_strings(as_dict(request.object)) if TOKEN in s], request.type
+    for outputs in registered.outputs.values():
+        assert TOKEN not in json.dumps(as_dict(outputs))
+    assert TOKEN not in response.SerializeToString().decode("latin-1")
+    assert not [log for log in registered.logs if TOKEN in log]
+    assert as_dict(response.state)["hosts"] == ["pi-node-0-0.pi", "pi-node-0-1.pi"]
+
+
+def test_a_whole_env_entry_arriving_secret_keeps_its_name_checkable_and_its_value_secret(engine, provider):
+    """A host that lost which leaf was secret marks the whole entry: the name is structure, the value secret."""
+    registered, _ = construct(engine, provider, "TorchTrainJob", "ft", {
+        "image": "img:1", "env": [secret({"name": "HF_TOKEN", "value": TOKEN})],
+        "labels": secret({"team": "llm"})})
+    job = registered.get("Job", "ft-node-0")
+    assert container_env(job)["HF_TOKEN"] == secret(TOKEN)
+    assert as_dict(job.object)["metadata"]["labels"]["team"] == secret("llm")   # the label's value is kept secret
+    for request in registered.requests:
+        assert not [s for s in plain_strings(as_dict(request.object)) if TOKEN in s or s == "llm"], request.type
+
+
+def test_an_output_value_secret_inside_env_is_kept_secret_with_its_dependency(engine, provider):
+    vault = "urn:pulumi:dev::ml::vault:index:Secret::hf"
+    registered, _ = construct(engine, provider, "TorchTrainJob", "ov", {
+        "image": "img:1", "env": [{"name": "HF_TOKEN", "value": {SIG: OUTPUT, "value": TOKEN, "secret": True,
+                                                                 "dependencies": [vault]}}]})
+    job = registered.get("Job", "ov-node-0")
+    assert container_env(job)["HF_TOKEN"] == secret(TOKEN)
+    assert vault in job.dependencies
+    assert vault not in registered.get("Service", "ov").dependencies
+
+
+def test_an_unknown_env_value_in_a_preview_still_registers_the_job(engine, provider):
+    run = "urn:pulumi:dev::ml::random:index/randomId:RandomId::run"
+    registered, response = construct(engine, provider, "TorchTrainJob", "llm", {
+        "image": "img:1", "numNodes": 2, "env": [{"name": "RUN_ID", "value": UNKNOWN}, {"name": "A", "value": "b"}]},
+        preview=True, dependencies={"env": [run]})
+    assert registered.kinds() == [("kubernetes:batch/v1:Job", "llm-node-0"), ("kubernetes:core/v1:Service", "llm")]
+    job = registered.get("Job", "llm-node-0")
+    env = container_env(job)
+    assert env["RUN_ID"] == UNKNOWN and env["A"] == "b" and env["PET_NNODES"] == "2"
+    assert run in job.dependencies
+    assert as_dict(response.state)["jobName"] == "llm-node-0"
+
+
+def test_a_namespace_from_another_resource_orders_every_object_after_it(engine, provider):
+    registered, response = construct(engine, provider, "TorchTrainJob", "llm", {
+        "image": "img:1", "namespace": "team-a"}, dependencies={"namespace": [NAMESPACE_URN]})
+    for child in registered.children():
+        assert as_dict(child.object)["metadata"]["namespace"] == "team-a"
+        assert NAMESPACE_URN in child.dependencies, child.name
+    assert as_dict(response.state)["namespace"] == "team-a"
+    assert list(response.stateDependencies["namespace"].urns) == [NAMESPACE_URN]
+
+
+def test_an_unknown_namespace_in_a_preview_registers_every_object(engine, provider):
+    registered, response = construct(engine, provider, "TorchTrainJob", "llm", {
+        "image": "img:1", "namespace": UNKNOWN}, preview=True, dependencies={"namespace": [NAMESPACE_URN]})
+    assert registered.kinds() == [("kubernetes:batch/v1:Job", "llm-node-0"), ("kubernetes:core/v1:Service", "llm")]
+    for child in registered.children():
+        assert as_dict(child.object)["metadata"]["namespace"] == UNKNOWN
+        assert NAMESPACE_URN in child.dependencies
+    assert as_dict(response.state)["namespace"] == UNKNOWN
+
+
+def test_a_count_with_a_dependency_is_plain_and_the_job_waits_for_it(engine, provider):
+    sizer = "urn:pulumi:dev::ml::pulumi:pulumi:StackReference::sizes"
+    registered, _ = construct(engine, provider, "TorchTrainJob", "llm", {"image": "img:1", "numNodes": 3},
+                              dependencies={"numNodes": [sizer]})
+    assert as_dict(registered.get("Job", "llm-node-0").object)["spec"]["completions"] == 3
+    assert sizer in registered.component().dependencies
+    assert all(sizer in child.dependencies for child in registered.children())
+
+
+def bad(engine, provider, inputs: dict, *, preview: bool = False, component: str = "TorchTrainJob"):
+    with pytest.raises(grpc.RpcError) as raised:
+        construct(engine, provider, component, "bad", inputs, preview=preview)
+    recorder, _ = engine
+    assert recorder.registered == []
+    return raised.value
+
+
+@pytest.mark.parametrize("encoded", [0, 0.0])
+def test_a_bad_count_is_the_clean_message_without_a_traceback(engine, provider, encoded):
+    error = bad(engine, provider, {"image": "img:1", "numNodes": encoded})
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == ('TorchTrainJob "bad": invalid arguments\n'
+                               "  - num_nodes: Input should be greater than or equal to 1 (got 0)")
+
+
+def test_a_fractional_count_is_refused(engine, provider):
+    error = bad(engine, provider, {"image": "img:1", "numNodes": 1.5})
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == ('TorchTrainJob "bad": invalid arguments\n  - num_nodes: Input should be a valid '
+                               "integer, got a number with a fractional part (got 1.5)")
+
+
+def test_an_unknown_count_in_a_preview_must_be_known(engine, provider):
+    error = bad(engine, provider, {"image": "img:1", "numNodes": UNKNOWN}, preview=True)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details().startswith('TorchTrainJob "bad": invalid arguments\n  - num_nodes: must be a plain '
+                                      "value, not an Output")
+    assert "has to be known at preview" in error.details()
+
+
+def test_a_secret_count_is_refused_rather_than_written_in_plain_text(engine, provider):
+    error = bad(engine, provider, {"image": "img:1", "numNodes": secret(2)})
+    assert "num_nodes: must be a plain value" in error.details()
+
+
+def test_several_problems_and_unknown_names_come_in_one_message(engine, provider, ):
+    error = bad(engine, provider, {"image": "img:1", "numNodes": 0, "numNode": 2, "env": [{"value": "x"}]})
+    details = error.details()
+    assert details.splitlines()[0] == 'TorchTrainJob "bad": invalid arguments'
+    assert "num_nodes: Input should be greater than or equal to 1 (got 0)" in details
+    assert 'unknown argument "numNode"' in details and "env[0].name" in details
+
+
+def test_the_provider_process_printed_no_traceback(provider):
+    """Runs last in this module: every bad input above was reported as a message, not a crash."""
+    _, stderr_path = provider
+    assert "Traceback" not in stderr_path.read_text()
