@@ -354,7 +354,18 @@ def test_several_problems_and_unknown_names_come_in_one_message(engine, provider
     assert 'unknown argument "numNode"' in details and "env[0].name" in details
 
 
+def test_a_bad_value_found_when_an_output_resolves_is_the_same_clean_message(engine, provider):
+    recorder, _ = engine
+    with pytest.raises(grpc.RpcError) as raised:
+        construct(engine, provider, "TorchTrainJob", "late", {"image": secret("Bad Image")})
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == (
+        'TorchTrainJob "late": invalid arguments\n  - image: "Bad Image" is not an image reference: use '
+        "[registry[:port]/]name[:tag][@sha256:digest] with a lowercase name (the value arrived as an Output)")
+
+
 def test_the_provider_process_printed_no_traceback(provider):
     """Runs last in this module: every bad input above was reported as a message, not a crash."""
     _, stderr_path = provider
     assert "Traceback" not in stderr_path.read_text()
+

@@ -15,7 +15,6 @@ from typing import Any, Optional
 
 import grpc
 import pulumi
-from pulumi.errors import InputPropertiesError
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
@@ -36,6 +35,7 @@ from trainjobs.families.torch import TorchTrainJob
 from trainjobs.families.torchtune import TorchTuneTrainJob
 from trainjobs.families.xgboost import XGBoostTrainJob
 from trainjobs.tools import wire
+from trainjobs.tools.engine import _train_job_error
 
 COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
               XGBoostTrainJob)
@@ -121,8 +121,8 @@ class TrainJobsProvider(ComponentProvider):
         self.validate_resource_type(self._name, resource_type)
         component_name = resource_type.rsplit(":", maxsplit=1)[-1]
         if component_name not in self._components:
-            raise InputPropertiesError(f'unknown component "{resource_type}"; this package has '
-                                       f'{", ".join(f"{PACKAGE}:index:{c}" for c in self._components)}')
+            raise ValueError(f'unknown component "{resource_type}"; this package has '
+                             f'{", ".join(f"{PACKAGE}:index:{c}" for c in self._components)}')
         definition = self._component_defs[component_name]
         args, depends = wire.arguments(dict(inputs), definition, self._type_defs)
         options = options or pulumi.ResourceOptions()
@@ -131,7 +131,7 @@ class TrainJobsProvider(ComponentProvider):
                 depends_on=[DependencyResource(urn) for urn in sorted(depends)]))
         try:
             instance = self._components[component_name](name, args, options)
-        except Exception as error:  # noqa: BLE001 - reported by the servicer (TrainJobError) or with its stack
+        except Exception as error:  # the servicer reports a TrainJobError; others keep their stack
             raise ComponentInitError(error) from error
         return ConstructResult(instance.urn, self.get_state(instance, definition))
 
@@ -147,12 +147,15 @@ class _Servicer(ProviderServicer):
     async def _construct(self, request: Any, context: Any) -> Any:
         try:
             return await super()._construct(request, context)
-        except ComponentInitError as error:
-            if isinstance(error.inner, TrainJobError):
-                raise error.inner from None
+        except Exception as error:
+            # Raised by the constructor (inside ComponentInitError), or by an Output argument's check when
+            # it resolved (inside Pulumi's "While processing resource" errors).
+            cause = _train_job_error(error)
+            if isinstance(cause, TrainJobError):
+                raise cause from None
             raise
 
-    async def Construct(self, request: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method's name
+    async def Construct(self, request: Any, context: Any) -> Any:
         """As Pulumi's server, but a TrainJobError becomes INVALID_ARGUMENT with its message: the engine shows
         it as the component's problem. (Pulumi's server would send it as "Unexpected <class ...>: ...".)"""
         try:

@@ -64,7 +64,7 @@ def decode_inputs(inputs: struct_pb2.Struct, dependencies: dict[str, set[str]]) 
     decoded = {}
     for key, value in inputs.fields.items():
         deps = frozenset(dependencies.get(key, ()))
-        context = _PLAIN if not deps or _holds_output_values(value) else Leaf(dependencies=deps, lifted=True)
+        context = _PLAIN if not deps or _holds_output_values(value) else Leaf(dependencies=deps)
         result = _decode(value, context)
         if result is not None:
             decoded[key] = result
@@ -118,7 +118,8 @@ def _decode_struct(struct: struct_pb2.Struct, context: Leaf) -> Any:
         return _decode_marked(inner, context, secret="secret" in fields and fields["secret"].bool_value,
                               known="value" in fields, dependencies=dependencies)
     # An asset, archive or resource reference: as Pulumi's host reads it.
-    return rpc.deserialize_properties(struct, keep_unknowns=True)
+    special = rpc.deserialize_properties(struct, keep_unknowns=True)
+    return special if context == _PLAIN else replace(context, value=special)
 
 
 def _decode_marked(inner: struct_pb2.Value, context: Leaf, *, secret: bool, known: bool,
@@ -145,8 +146,8 @@ def arguments(inputs: dict[str, Any], component: ComponentDefinition,
     depends: set[str] = set()
 
     def settle(leaf: Leaf, prop: Optional[PropertyDefinition]) -> Any:
-        plain = prop is not None and bool(prop.plain) and prop.ref != _ANY and prop.type not in ("array", "object")
-        if plain and leaf.known and (not leaf.secret or leaf.lifted):
+        plain = prop is not None and bool(prop.plain) and prop.ref != _ANY
+        if plain and leaf.known and (not leaf.secret or leaf.lifted):   # a known Leaf holds a scalar
             depends.update(leaf.dependencies)
             return leaf.value
         return _output(leaf)
