@@ -184,10 +184,12 @@ def as_dict(struct: struct_pb2.Struct) -> dict:
     return json_format.MessageToDict(struct)
 
 
-def container_env(job: resource_pb2.RegisterResourceRequest) -> dict[str, Any]:
-    """The main container's env as registered: a secret value as the secret marker around it."""
-    containers = as_dict(job.object)["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e.get("value") for e in containers[0]["env"]}
+def container_env(job: resource_pb2.RegisterResourceRequest, init_container: int | None = None) -> dict[str, Any]:
+    """A container's env as registered (the main one, or an init container): a secret value as the secret
+    marker around it."""
+    pod = as_dict(job.object)["spec"]["template"]["spec"]
+    container = pod["containers"][0] if init_container is None else pod["initContainers"][init_container]
+    return {e["name"]: e.get("value") for e in container["env"]}
 
 
 def test_the_provider_says_it_takes_secrets_and_output_values(provider):
@@ -255,6 +257,25 @@ def test_a_whole_env_entry_arriving_secret_keeps_its_name_checkable_and_its_valu
     assert as_dict(job.object)["metadata"]["labels"]["team"] == secret("llm")   # the label's value is kept secret
     for request in registered.requests:
         assert not [s for s in plain_strings(as_dict(request.object)) if TOKEN in s or s == "llm"], request.type
+
+
+def test_secrets_deep_in_node_selector_volumes_and_initializer_env_stay_secret_in_every_object(engine, provider):
+    registered, _ = construct(engine, provider, "TorchTrainJob", "p", {
+        "image": "img:1", "nodeSelector": {"pool": secret("gpu-pool-x")},
+        "volumes": [{"name": "data", "nfs": {"server": secret("10.1.2.3"), "path": "/data"}}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "datasetInitializer": {"storageUri": "hf://org/ds", "env": [{"name": "HF_TOKEN", "value": secret(TOKEN)}]}})
+    assert registered.kinds() == [
+        ("kubernetes:batch/v1:Job", "p-dataset-initializer-0"), ("kubernetes:batch/v1:Job", "p-node-0"),
+        ("kubernetes:core/v1:PersistentVolumeClaim", "p-initializer"), ("kubernetes:core/v1:Service", "p")]
+    pod = as_dict(registered.get("Job", "p-node-0").object)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["pool"] == secret("gpu-pool-x")
+    assert pod["volumes"][0] == {"name": "data", "nfs": {"server": secret("10.1.2.3"), "path": "/data"}}
+    initializer = container_env(registered.get("Job", "p-dataset-initializer-0"), init_container=0)
+    assert initializer["HF_TOKEN"] == secret(TOKEN) and initializer["STORAGE_URI"] == "hf://org/ds"
+    for request in registered.requests:
+        leaked = [s for s in plain_strings(as_dict(request.object)) if s in (TOKEN, "10.1.2.3", "gpu-pool-x")]
+        assert not leaked, (request.type, request.name, leaked)
 
 
 def test_an_output_value_secret_inside_env_is_kept_secret_with_its_dependency(engine, provider):
@@ -368,4 +389,5 @@ def test_the_provider_process_printed_no_traceback(provider):
     """Runs last in this module: every bad input above was reported as a message, not a crash."""
     _, stderr_path = provider
     assert "Traceback" not in stderr_path.read_text()
+
 
