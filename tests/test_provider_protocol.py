@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import (engine_pb2, engine_pb2_grpc, provider_pb2, provider_pb2_grpc, resource_pb2,
                                   resource_pb2_grpc)
@@ -329,6 +330,42 @@ def test_a_count_with_a_dependency_is_plain_and_the_job_waits_for_it(engine, pro
     assert as_dict(registered.get("Job", "llm-node-0").object)["spec"]["completions"] == 3
     assert sizer in registered.component().dependencies
     assert all(sizer in child.dependencies for child in registered.children())
+
+
+def test_the_yaml_programs_jobs_register_with_the_secret_token_and_the_namespace_dependency(engine, provider):
+    """stacks/yaml/Pulumi.yaml, each job as the engine sends it: `${hfToken}` secret config, `${team...}` the
+    Namespace's name with a dependency on it."""
+    document = yaml.safe_load((ROOT / "stacks" / "yaml" / "Pulumi.yaml").read_text())
+    references = {"${hfToken}": secret(TOKEN), "${team.metadata.name}": "llm"}
+
+    def encode(value: Any, dependencies: set[str]) -> Any:
+        if isinstance(value, dict):
+            return {key: encode(v, dependencies) for key, v in value.items()}
+        if isinstance(value, list):
+            return [encode(v, dependencies) for v in value]
+        if isinstance(value, str) and value.startswith("${team."):
+            dependencies.add(NAMESPACE_URN)
+        return references.get(value, value) if isinstance(value, str) else value
+
+    for name, resource in document["resources"].items():
+        if not resource["type"].startswith("trainjobs:"):
+            continue
+        inputs, dependencies = {}, {}
+        for key, value in resource["properties"].items():
+            urns: set[str] = set()
+            inputs[key] = encode(value, urns)
+            if urns:
+                dependencies[key] = sorted(urns)
+        registered, response = construct(engine, provider, resource["type"].rsplit(":", 1)[1], name, inputs,
+                                         dependencies=dependencies)
+        assert response.urn.endswith(f"::{name}") and registered.children()
+        for child in registered.children():
+            if child.type.startswith("kubernetes:"):   # (the SSH key pair is no Kubernetes object)
+                assert as_dict(child.object)["metadata"]["namespace"] == "llm"
+                assert NAMESPACE_URN in child.dependencies, child.name
+            assert not [s for s in plain_strings(as_dict(child.object)) if TOKEN in s], child.name
+        if name == "pretrain":
+            assert container_env(registered.get("Job", "pretrain-node-0"))["HF_TOKEN"] == secret(TOKEN)
 
 
 def bad(engine, provider, inputs: dict, *, preview: bool = False, component: str = "TorchTrainJob"):
