@@ -48,8 +48,9 @@ class Leaf:
     secret: bool = False
     dependencies: frozenset[str] = frozenset()
     lifted: bool = False
-    """The secret was marked on a structure around the value, not on the value: which leaf of it was
-    secret is lost, so every leaf is kept secret where the arguments take an Output."""
+    """The secret was marked on a structure around the value, not on the value itself, so which value of
+    it was secret is lost: it stays secret where the arguments take an Output, and is read plain where
+    the job needs it plain (an env name, a count) to derive its objects."""
 
 
 _PLAIN = Leaf()
