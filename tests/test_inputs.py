@@ -64,6 +64,19 @@ def test_what_decides_pods_or_env_must_be_plain(field, value):
     assert stack.resources == []
 
 
+@pytest.mark.parametrize("args, field", [
+    ({"resources_per_node": {"limits": {"cpu": pulumi.Output.from_input("2")}}}, "resources_per_node.limits.cpu"),
+    ({"node_selector": pulumi.Output.from_input({"pool": "gpu"})}, "node_selector"),
+    ({"runtime": {"name": "r", "labels": {"team": pulumi.Output.from_input("llm")}}}, "runtime.labels.team"),
+    ({"command": pulumi.Output.from_input(["python"])}, "command")])
+def test_an_output_inside_or_around_a_plain_mapping_or_list_is_named_where_it_is(args, field):
+    """A mapping whose values may be Outputs is itself plain; a plain mapping's values are plain."""
+    error, stack = attempt(lambda: TorchTrainJob("llm", args))
+    assert [issue.field for issue in error.issues] == [field]
+    assert error.issues[0].message.startswith("must be a plain value, not an Output")
+    assert stack.resources == []
+
+
 def test_a_bad_image_that_arrives_as_an_output_fails_when_it_resolves_naming_the_field():
     error, _ = attempt(lambda: TorchTrainJob("llm", {"image": pulumi.Output.from_input(" ghcr.io/acme/llm:1 ")}))
     assert isinstance(error, TrainJobError), error

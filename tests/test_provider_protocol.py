@@ -34,6 +34,8 @@ NAMESPACE_URN = "urn:pulumi:dev::ml::kubernetes:core/v1:Namespace::team"
 # children are custom resources, registered with plain secrets as the Kubernetes provider takes them.
 FEATURES = [resource_pb2.RESOURCE_MONITOR_FEATURE_SECRETS, resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES,
             resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS, resource_pb2.RESOURCE_MONITOR_FEATURE_DELETED_WITH]
+PLAIN_ONLY = ("must be a plain value, not an Output: it decides which objects, pods or env the job derives, and "
+              "that has to be known at preview. Pass a plain value (e.g. from pulumi.Config().require_int) instead")
 TIMEOUT = 180   # seconds for any one call: generous, the machine may be busy
 
 
@@ -399,6 +401,26 @@ def test_an_unknown_count_in_a_preview_must_be_known(engine, provider):
     assert "has to be known at preview" in error.details()
 
 
+@pytest.mark.parametrize(("inputs", "field"), [
+    ({"env": [{"name": UNKNOWN, "value": "x"}]}, "env[0].name"), ({"env": UNKNOWN}, "env"),
+    ({"resourcesPerNode": {"limits": {"cpu": UNKNOWN}}}, "resources_per_node.limits.cpu"),
+    ({"resourcesPerNode": UNKNOWN}, "resources_per_node"), ({"imagePullPolicy": UNKNOWN}, "image_pull_policy"),
+    ({"runtime": {"name": UNKNOWN}}, "runtime.name"), ({"nodeSelector": UNKNOWN}, "node_selector"),
+    ({"extraRoles": {"tb": {"numPods": UNKNOWN, "image": "x"}}}, "extra_roles.tb.num_pods")])
+def test_an_unknown_where_the_job_needs_a_plain_value_is_named_with_the_same_message(engine, provider, inputs, field):
+    error = bad(engine, provider, dict(inputs, image="img:1"), preview=True)
+    assert error.details() == f'TorchTrainJob "bad": invalid arguments\n  - {field}: {PLAIN_ONLY}'
+
+
+@pytest.mark.parametrize("inputs", [{"labels": {"team": UNKNOWN}}, {"tolerations": [{"key": UNKNOWN}]},
+                                    {"image": UNKNOWN}, {"command": ["python", UNKNOWN]}])
+def test_an_unknown_where_the_job_passes_the_value_through_registers_every_object(engine, provider, inputs):
+    registered, _ = construct(engine, provider, "TorchTrainJob", "ok", dict({"image": "img:1"}, **inputs),
+                              preview=True)
+    assert registered.kinds() == [("kubernetes:batch/v1:Job", "ok-node-0"), ("kubernetes:core/v1:Service", "ok")]
+    assert UNKNOWN in json.dumps(as_dict(registered.get("Job", "ok-node-0").object))
+
+
 def test_a_secret_count_is_refused_rather_than_written_in_plain_text(engine, provider):
     error = bad(engine, provider, {"image": "img:1", "numNodes": secret(2)})
     assert "num_nodes: must be a plain value" in error.details()
@@ -426,5 +448,6 @@ def test_the_provider_process_printed_no_traceback(provider):
     """Runs last in this module: every bad input above was reported as a message, not a crash."""
     _, stderr_path = provider
     assert "Traceback" not in stderr_path.read_text()
+
 
 

@@ -37,11 +37,38 @@ def is_deferred(value: Any) -> bool:
     return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
 
 
-def _admits_outputs(annotation: Any) -> bool:
-    """Whether an annotation is, or contains, `pulumi.Input[...]`/`pulumi.Output[...]`."""
-    if typing.get_origin(annotation) is pulumi.Output or annotation is pulumi.Output:
-        return True
-    return any(_admits_outputs(arg) for arg in typing.get_args(annotation))
+_PLAIN_ONLY = ("must be a plain value, not an Output: it decides which objects, pods or env the job derives, and "
+               "that has to be known at preview. Pass a plain value (e.g. from pulumi.Config().require_int) instead")
+
+
+def _is_output(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is pulumi.Output or annotation is pulumi.Output
+
+
+def _takes_outputs(annotation: Any) -> bool:
+    """Whether a value of this annotation may itself be an Output: `pulumi.Input[...]` (optional or not)."""
+    return _is_output(annotation) or (typing.get_origin(annotation) in (Union, types.UnionType)
+                                      and any(_takes_outputs(arg) for arg in typing.get_args(annotation)))
+
+
+def _plain_inside(annotation: Any) -> bool:
+    """Whether every value inside this annotation's lists and mappings must be plain: no `pulumi.Input`,
+    `Any` (pass-through Kubernetes structures take Outputs) or model (it checks its own fields) inside."""
+    if annotation is Any or _is_output(annotation) or _is_model(annotation):
+        return False
+    return all(_plain_inside(arg) for arg in typing.get_args(annotation))
+
+
+def _deferred_inside(value: Any, path: str = "") -> Optional[str]:
+    """The path (`.key`, `[i]`) of the first Output inside nested lists and mappings, if any."""
+    if is_deferred(value):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _deferred_inside(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
 
 
 def _is_int(annotation: Any) -> bool:
@@ -95,10 +122,11 @@ class Model(BaseModel):
             if value is None and not field.is_required():
                 default = field.get_default(call_default_factory=True)
                 cleaned[key] = None if isinstance(default, BaseModel) else default
-            elif is_deferred(value) and not _admits_outputs(field.annotation):
-                raise MappingKeyError(key, "must be a plain value, not an Output: it decides which objects, pods or "
-                                           "env the job derives, and that has to be known at preview. Pass a plain "
-                                           "value (e.g. from pulumi.Config().require_int) instead")
+            elif is_deferred(value) and not _takes_outputs(field.annotation):
+                raise MappingKeyError(key, _PLAIN_ONLY)
+            elif isinstance(value, (dict, list)) and _plain_inside(field.annotation) and (
+                    inner := _deferred_inside(value)) is not None:
+                raise MappingKeyError(f"{key}{inner}", _PLAIN_ONLY)
             elif isinstance(value, bool) and _is_int(field.annotation):
                 raise MappingKeyError(key, f"expected an integer, got the boolean {str(value).lower()} (YAML 1.1 "
                                            "reads yes/no/on/off as booleans): write a number")
