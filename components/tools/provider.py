@@ -1,9 +1,13 @@
 """The components as a Pulumi package, for programs in every Pulumi language.
 
-Pulumi's component provider host serves the component classes; their schema is inferred from the
+Pulumi's Python provider server serves the component classes; their schema is inferred from the
 classes themselves: the Args models give the inputs, each family's outputs model gives the outputs,
 and every description (with its default) comes from the field's docstring in the code, so the
 schema cannot drift from the Python API. `provider/PulumiPlugin.yaml` runs `serve()`.
+
+Two steps of Pulumi's server are replaced: the request's inputs are decoded with each secret, unknown
+and dependency kept on its value (trainjobs.tools.wire), and a TrainJobError goes back to the engine
+as the component's bad inputs, with its message and without a Python stack trace.
 """
 
 import argparse
