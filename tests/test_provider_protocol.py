@@ -221,7 +221,10 @@ def test_plain_values_register_the_job_under_the_component_with_integers_as_inte
     assert env["PET_NNODES"] == "2" and env["PET_NPROC_PER_NODE"] == "4"
     state = as_dict(response.state)
     assert state["numNodes"] == 2 and state["jobName"] == "llm-node-0" and state["namespace"] == "ml"
-    assert state["masterAddr"] == "llm-node-0-0.llm"
+    assert state["masterAddr"] == "llm-node-0-0.llm" and state["numProcPerNode"] == "4"
+    registered_outputs = as_dict(registered.outputs[response.urn])   # the component's own register_outputs
+    assert {key: registered_outputs[key] for key in ("job_name", "master_addr", "master_port", "service_name")} == {
+        "job_name": "llm-node-0", "master_addr": "llm-node-0-0.llm", "master_port": 29500, "service_name": "llm"}
 
 
 def test_a_secret_token_in_env_registers_every_mpi_object_and_stays_secret_in_each(engine, provider):
