@@ -30,10 +30,11 @@ UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 TOKEN = "hf_s3cr3t_t0ken"
 STACK_URN = "urn:pulumi:dev::ml::pulumi:pulumi:Stack::ml-dev"
 NAMESPACE_URN = "urn:pulumi:dev::ml::kubernetes:core/v1:Namespace::team"
-# What an engine of Pulumi 3.2xx supports and the SDK asks about; not output values: the provider's
-# children are custom resources, registered with plain secrets as the Kubernetes provider takes them.
+# Features the monitor reports, as Pulumi's engine does (with alias specs, the SDK never needs the name of
+# the parent it knows only by URN).
 FEATURES = [resource_pb2.RESOURCE_MONITOR_FEATURE_SECRETS, resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES,
-            resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS, resource_pb2.RESOURCE_MONITOR_FEATURE_DELETED_WITH]
+            resource_pb2.RESOURCE_MONITOR_FEATURE_OUTPUT_VALUES, resource_pb2.RESOURCE_MONITOR_FEATURE_ALIAS_SPECS,
+            resource_pb2.RESOURCE_MONITOR_FEATURE_DELETED_WITH]
 PLAIN_ONLY = ("must be a plain value, not an Output: it decides which objects, pods or env the job derives, and "
               "that has to be known at preview. Pass a plain value (e.g. from pulumi.Config().require_int) instead")
 TIMEOUT = 180   # seconds for any one call: generous, the machine may be busy
