@@ -338,10 +338,18 @@ def test_a_count_with_a_dependency_is_plain_and_the_job_waits_for_it(engine, pro
     assert all(sizer in child.dependencies for child in registered.children())
 
 
-def test_the_yaml_programs_jobs_register_with_the_secret_token_and_the_namespace_dependency(engine, provider):
-    """stacks/yaml/Pulumi.yaml, each job as the engine sends it: `${hfToken}` secret config, `${team...}` the
-    Namespace's name with a dependency on it."""
-    document = yaml.safe_load((ROOT / "stacks" / "yaml" / "Pulumi.yaml").read_text())
+def yaml_programs() -> dict[str, dict]:
+    """The YAML example program, and the one docs/languages.md shows."""
+    docs = (ROOT / "docs" / "languages.md").read_text()
+    return {"stacks/yaml/Pulumi.yaml": yaml.safe_load((ROOT / "stacks" / "yaml" / "Pulumi.yaml").read_text()),
+            "docs/languages.md": yaml.safe_load(docs.split("```yaml\n", 1)[1].split("```", 1)[0])}
+
+
+@pytest.mark.parametrize("program", yaml_programs())
+def test_the_yaml_programs_jobs_register_with_the_secret_token_and_the_namespace_dependency(engine, provider, program):
+    """Each job as the engine sends it: `${hfToken}` secret config, `${team...}` the Namespace's name with a
+    dependency on it."""
+    document = yaml_programs()[program]
     references = {"${hfToken}": secret(TOKEN), "${team.metadata.name}": "llm"}
 
     def encode(value: Any, dependencies: set[str]) -> Any:
