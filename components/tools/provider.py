@@ -24,15 +24,15 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
 from pulumi.provider.provider import ConstructResult, Provider
 from pulumi.provider.server import ComponentInitError, ProviderServicer
-from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
-from pulumi.runtime.proto import provider_pb2_grpc
 from pulumi.resource import DependencyResource
+from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS   # the message sizes Pulumi's own server allows
+from pulumi.runtime.proto import provider_pb2_grpc
 from pydantic import BaseModel
 
 from trainjobs import __version__
 from trainjobs.core.component import PACKAGE, TrainJobComponent
-from trainjobs.core.errors import TrainJobError
 from trainjobs.core.descriptions import field_description
+from trainjobs.core.errors import TrainJobError
 from trainjobs.families.jax import JaxTrainJob
 from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
 from trainjobs.families.torch import TorchTrainJob
@@ -169,8 +169,8 @@ class _Servicer(ProviderServicer):
 
 
 def serve() -> None:
-    """Run the provider as the Pulumi engine does: the engine's address as the argument; the port the
-    provider listens on, on loopback, is the first line it prints."""
+    """Run the provider as the Pulumi engine starts a plugin: the engine's address is the argument, and the
+    first line printed is the port the provider listens on, on loopback."""
     parser = argparse.ArgumentParser(description="trainjobs component provider (a Pulumi plugin)")
     parser.add_argument("engine", help="the Pulumi engine's address")
     engine = parser.parse_known_args()[0].engine
