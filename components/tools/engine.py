@@ -62,6 +62,8 @@ class RegisteredResource:
     dependencies: tuple[str, ...]
     protect: bool
     inputs: dict[str, Any]
+    retain_on_delete: bool = False
+    """Whether Pulumi leaves the object on the cluster when it deletes the resource."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -177,6 +179,7 @@ class _RecordingMonitor(MockMonitor):
                 urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
                 parent_urn=parent, provider=request.provider or None,
                 dependencies=tuple(request.dependencies), protect=bool(request.protect), inputs=inputs,
+                retain_on_delete=bool(request.retainOnDelete),
             ))
         return response
 
