@@ -187,9 +187,10 @@ class TrainingNamespace(pulumi.ComponentResource):
         return pulumi.Output.from_input(getattr(plan.outputs, attribute))
 
     def profile(self, **defaults: Any) -> PlatformProfile:
-        """A PlatformProfile for the team's jobs: the namespace (an Output, so each job is created after the
-        Namespace) and the ServiceAccount, plus `defaults` (any PlatformProfile field)."""
+        """A PlatformProfile for the team's jobs: the namespace and the ServiceAccount (as Outputs, so each job
+        is created after them), plus `defaults` (any PlatformProfile field)."""
         given = {"namespace": self.namespace}
-        if self.plan.outputs.service_account_name:
-            given["service_account_name"] = self.plan.outputs.service_account_name
+        account = self.plan.outputs.service_account_name
+        if account:
+            given["service_account_name"] = self.resources[f"ServiceAccount/{account}"].metadata.name
         return PlatformProfile(**{**given, **defaults})
