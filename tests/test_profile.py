@@ -6,7 +6,7 @@ import pytest
 from trainjobs import (MpiTrainJob, PlatformProfile, TorchTrainJob, TorchTrainJobArgs, TrainingNamespace, TrainJobError)
 from trainjobs.core.args import CommonArgs
 from trainjobs.platform.namespace import TrainingNamespaceArgs, namespace_plan
-from trainjobs.testing import attempt, run
+from trainjobs.testing import attempt, run, run_program
 from trainjobs.tools.provider import TrainJobsProvider, package_schema
 
 GPU_POOL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -156,3 +156,29 @@ def test_a_namespace_without_retained_data_and_its_errors():
     error = pytest.raises(TrainJobError, namespace_plan, "Team_A", TrainingNamespaceArgs(
         service_account_name="", image_pull_secrets=["r"])).value
     assert [i.field for i in error.issues] == ["name", "image_pull_secrets"]
+
+
+PROGRAM = __import__("pathlib").Path(__file__).resolve().parents[1] / "stacks" / "__main__.py"
+
+
+def test_the_example_stacks_profile_reaches_every_job_and_a_job_may_bring_its_own():
+    jobs = [{"kind": "TorchTrainJob", "name": "a", "image": "img:1"},
+            {"kind": "XGBoostTrainJob", "name": "b", "image": "xgb:1", "profile": {"labels": {"team": "other"}}}]
+    stack = run_program(PROGRAM, config={"trainjobs-examples:profile": {"labels": {"team": "llm"}, "namespace": "ml"},
+                                         "trainjobs-examples:jobs": jobs}, preview=True)
+    assert stack.get("Job", "a-node-0").manifest["metadata"]["labels"]["team"] == "llm"
+    assert stack.get("Job", "a-node-0").manifest["metadata"]["namespace"] == "ml"
+    assert stack.get("Job", "b-node-0").manifest["metadata"]["labels"]["team"] == "other"
+    assert "namespace" not in stack.get("Job", "b-node-0").manifest["metadata"]
+
+
+@pytest.mark.parametrize("profile, message", [
+    ({"tolerations": "all"}, "PlatformProfile: invalid arguments\n  - tolerations: Input should be a valid list"),
+    (["gpu"], "trainjobs-examples:profile: must be a mapping of job arguments every job inherits; got a list"),
+])
+def test_a_bad_stack_profile_is_reported_once_before_any_job(profile, message):
+    jobs = [{"kind": "TorchTrainJob", "name": "a", "image": "img:1"}]
+    with pytest.raises(Exception) as caught:
+        run_program(PROGRAM, config={"trainjobs-examples:profile": profile, "trainjobs-examples:jobs": jobs},
+                    preview=True)
+    assert message in str(caught.value)
