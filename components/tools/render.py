@@ -15,6 +15,7 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
+from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.kube import requests
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
@@ -475,7 +476,8 @@ class _Scripts:
 
 # Fields whose change makes pulumi-kubernetes replace the object rather than update it.
 _REPLACED_BY = {
-    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector"),
+    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
+            *IMMUTABLE_PATHS),
     "ConfigMap": ("data", "binaryData"),
     "Secret": ("data", "stringData", "type"),
     "PersistentVolumeClaim": ("spec",),
