@@ -38,6 +38,8 @@ def test_the_platform_render_matches_its_golden_files(tmp_path, capsys):
             in tree)
     assert tree.endswith("Stack requests: 42 nvidia.com/gpu in 9 pods\n")   # 4 x 8 + 2 x 4 + 2 x 1
     assert "TorchTrainJob pretrain  (requests 32 nvidia.com/gpu)" in printed
+    assert ("Job pretrain-node-0: 4 pods, each requests 8 nvidia.com/gpu; in all 32 nvidia.com/gpu"
+            in files(out)["ranks.txt"])
 
 
 def test_each_job_object_depends_on_what_it_uses():
