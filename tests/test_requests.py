@@ -92,3 +92,12 @@ def test_a_jobs_total_is_its_pods_times_each_pods_request(nodes, millicores, meb
     if gpus:
         expected["nvidia.com/gpu"] = str(nodes * gpus)
     assert jobs[0].plan.outputs.requests == expected
+
+
+def test_a_request_known_only_at_deployment_is_left_out():
+    import pulumi
+    sidecar = {"name": "s", "image": "s:1", "resources": {"requests": {"cpu": pulumi.Output.from_input("2")}}}
+    jobs = []
+    run(lambda: jobs.append(TorchTrainJob("t", {"image": "img:1", "sidecars": [sidecar],
+                                                 "resources_per_node": {"requests": {"cpu": "1"}}})))
+    assert jobs[0].plan.outputs.requests == {"cpu": "1"}
