@@ -113,15 +113,15 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                           key=lambda m: m.get("mountPath"))
             volumes.append(setup.volume)
             waits = setup.wait_container(r.template) + waits
-        jobs.append(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime, args,
-                                                extra_volumes=volumes, init_containers=waits,
-                                                dns_config=r.dns_config), args))
+        jobs.append(apply_failure_policy(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime,
+                                                                     args, extra_volumes=volumes, init_containers=waits,
+                                                                     dns_config=r.dns_config), args),
+                                         args, training=True))
     ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
-    manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
-                 *extra_role_jobs(name, args, runtime))
-    training = {job["metadata"]["name"] for job in jobs}
-    manifests = tuple(apply_failure_policy(m, args, training=m["metadata"]["name"] in training)
-                      if m["kind"] == "Job" else m for m in manifests)
+    others = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
+              for m in (*setup.manifests, *extra_role_jobs(name, args, runtime))]
+    manifests = (headless_service(name, runtime, args), *objects, *others[:len(setup.manifests)], *jobs,
+                 *others[len(setup.manifests):])
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
     for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
