@@ -350,19 +350,23 @@ def test_the_yaml_programs_jobs_register_with_the_secret_token_and_the_namespace
     """Each job as the engine sends it: `${hfToken}` secret config, `${team...}` the Namespace's name with a
     dependency on it."""
     document = yaml_programs()[program]
-    references = {"${hfToken}": secret(TOKEN), "${team.metadata.name}": "llm"}
+    references = {"${hfToken}": secret(TOKEN), "${team.metadata.name}": "llm", "${team.namespace}": "llm",
+                  "${team.serviceAccountName}": "trainer"}
+    variables = document.get("variables", {})
 
     def encode(value: Any, dependencies: set[str]) -> Any:
         if isinstance(value, dict):
             return {key: encode(v, dependencies) for key, v in value.items()}
         if isinstance(value, list):
             return [encode(v, dependencies) for v in value]
+        if isinstance(value, str) and value[2:-1] in variables:   # a variable, as YAML substitutes it
+            return encode(variables[value[2:-1]], dependencies)
         if isinstance(value, str) and value.startswith("${team."):
             dependencies.add(NAMESPACE_URN)
         return references.get(value, value) if isinstance(value, str) else value
 
     for name, resource in document["resources"].items():
-        if not resource["type"].startswith("trainjobs:"):
+        if not resource["type"].endswith("TrainJob"):   # the team's namespace is the dependency stood in for
             continue
         inputs, dependencies = {}, {}
         for key, value in resource["properties"].items():
