@@ -73,6 +73,7 @@ class TrainJobComponent(pulumi.ComponentResource):
         self._keys: dict[str, pulumi.CustomResource] = {}   # pulumi_tls.PrivateKey by name
         prerequisites: list[pulumi.Resource] = []
         by_name: dict[str, pulumi.CustomResource] = {}
+        ignored = {object_name: list(paths) for object_name, paths in plan.ignore_changes}
         for manifest in plan.manifests:
             kind, object_name = manifest["kind"], manifest["metadata"]["name"]
             if deferred or kind == "Secret":   # placeholders come from Outputs, or are keys in Secrets
@@ -81,11 +82,17 @@ class TrainJobComponent(pulumi.ComponentResource):
             child_opts = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind == "Job" else []) + ordered_after,
+                ignore_changes=ignored.get(object_name),
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.
-            props = {_snake(k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-            resource = _RESOURCE_CLASSES[(manifest["apiVersion"], kind)](object_name, opts=child_opts, **props)
+            resource_class = _RESOURCE_CLASSES.get((manifest["apiVersion"], kind))
+            if resource_class is None:   # a custom resource (a scheduler's PodGroup)
+                resource = k8s.apiextensions.CustomResource(object_name, opts=child_opts, **{
+                    "api_version" if k == "apiVersion" else k: v for k, v in manifest.items()})
+            else:
+                props = {_snake(k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+                resource = resource_class(object_name, opts=child_opts, **props)
             self.resources[f"{kind}/{object_name}"] = resource
             by_name[object_name] = resource
             if kind != "Job":

@@ -22,6 +22,7 @@ from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
 from trainjobs.kube.templates import upsert
+from trainjobs.scheduling import schedule
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
 
@@ -40,6 +41,8 @@ class TrainJobPlan:
     # (dependent, prerequisite) object names: under `pulumi up` the dependent is created only
     # after the prerequisite is ready (for a Job without skipAwait: complete).
     ordering: tuple[tuple[str, str], ...] = ()
+    # Object name -> input paths Pulumi leaves alone (fields a scheduler such as Kueue owns).
+    ignore_changes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
@@ -112,8 +115,10 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                                 extra_volumes=volumes, init_containers=waits,
                                                 dns_config=r.dns_config), args))
     ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
-    manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
-                 *extra_role_jobs(name, args, runtime))
+    manifests = [headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
+                 *extra_role_jobs(name, args, runtime)]
+    scheduled = schedule(name, args, manifests, [job["metadata"]["name"] for job in jobs], issues)
+    manifests = scheduled.manifests
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
     for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
@@ -121,7 +126,8 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
             issues.add(issue.field, issue.message)
     issues.raise_if_any(family.component, name)
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=ordering)
+                        ordering=ordering,
+                        ignore_changes=tuple((n, tuple(p)) for n, p in sorted(scheduled.ignore_changes.items())))
 
 
 def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: list[TrainingRole],
