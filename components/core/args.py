@@ -300,6 +300,10 @@ class TrainingRuntime(Model):
     """Model initializer every job using the runtime gets."""
 
 
+# How a job's pods are created, each a module of trainjobs.backends.
+BACKENDS = ("jobs", "jobset")
+
+
 class TrainJobArgs(_PodFields):
     """Arguments every training job accepts; each family adds its own. Pod settings override the runtime's
     template of the training pods."""
@@ -326,6 +330,11 @@ class TrainJobArgs(_PodFields):
     true makes `pulumi up` wait for them to complete."""
     wait_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
     """With wait_for_completion, `pulumi.com/timeoutSeconds`. Default: the provider's (10 minutes)."""
+    backend: Optional[str] = "jobs"
+    """What the job's pods are created by: "jobs" (an Indexed Job per role, no controller needed) or "jobset"
+    (one `jobset.x-k8s.io/v1alpha2` JobSet shaped as Kubeflow Trainer creates it, for clusters running the
+    JobSet controller; adds start order and whole-group restarts). Pods, env, hostnames, DNS names and the
+    hostfile are the same either way. See docs/backends.md."""
     dataset_initializer: Optional[Initializer] = None
     """Dataset initializer, over the runtime's."""
     model_initializer: Optional[Initializer] = None
@@ -358,6 +367,13 @@ class TrainJobArgs(_PodFields):
     @classmethod
     def _workspace_quantity(cls, value: Any) -> Any:
         return None if value is None else _quantity(value)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: Any) -> Any:
+        if value is not None and value not in BACKENDS:
+            raise ValueError(f'unknown backend {shown(value)}: use one of {", ".join(BACKENDS)}')
+        return value
 
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""
