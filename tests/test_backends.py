@@ -136,3 +136,20 @@ def test_an_unknown_backend_is_refused_before_anything_registers():
         run(lambda: TorchTrainJob("job", {"image": "t:1", "backend": "jobsets"}))
     assert [(i.field, i.message) for i in caught.value.issues] == [
         ("backend", 'unknown backend "jobsets": use one of jobs, jobset')]
+
+
+@pytest.mark.parametrize("case", ["openmpi", "torch-initializers-extra-roles"])
+def test_explain_and_the_tree_show_the_same_pods(case):
+    from trainjobs.tools.render import ranks_text, tree
+    component, args = CASES[case]
+    jobs, jobset = (kubernetes_objects(run(lambda: component("job", {**args, "backend": b}))) for b in ("jobs", "jobset"))
+    # explain shows every pod the JobSet's controller will create.
+    text = ranks_text(jobset)
+    assert ranks_text(jobs).count("\npod ") == text.count("\npod ") == len(pods(jobset))
+    assert all(f"pod {hostname}" in text for hostname in pods(jobset))
+    lines = tree(run(lambda: component("job", {**args, "backend": "jobset"}))).splitlines()
+    (line,) = [line for line in lines if "JobSet job" in line]
+    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pods)",
+                "torch-initializers-extra-roles": "(job-dataset-initializer-0: 1 pods, job-model-initializer-0: 1 pods, "
+                                                  "job-node-0: 2 pods)"}[case]
+    assert line.endswith(expected), line
