@@ -9,6 +9,7 @@ every problem at once, naming the argument behind each, before anything register
 from dataclasses import dataclass
 from typing import Any
 
+from trainjobs.backends import Workload, backend, controller_jobs
 from trainjobs.kube import apivalidation
 from trainjobs.core import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
@@ -114,19 +115,24 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
         jobs.append(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime, args,
                                                 extra_volumes=volumes, init_containers=waits,
                                                 dns_config=r.dns_config), args))
-    ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
-    manifests = [headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
+    initializer_jobs = tuple(m for m in setup.manifests if m["kind"] == "Job")
+    assembly = backend(args.backend).assemble(Workload(name, args, runtime, tuple(jobs), initializer_jobs,
+                                                       family.start_after, family.success_roles))
+    manifests = [headless_service(name, runtime, args), *objects,
+                 *(m for m in setup.manifests if m["kind"] != "Job"), *assembly.objects,
                  *extra_role_jobs(name, args, runtime)]
     scheduled = schedule(name, args, manifests, [job["metadata"]["name"] for job in jobs], issues)
     manifests = scheduled.manifests
+    # The API server's rules apply to the Jobs that run, whichever backend creates them.
+    running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
-    for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
+    for issue in argpaths.issues(apivalidation.problems(running), running, sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
     issues.raise_if_any(family.component, name)
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=ordering,
+                        ordering=assembly.ordering,
                         ignore_changes=tuple((n, tuple(p)) for n, p in sorted(scheduled.ignore_changes.items())))
 
 
