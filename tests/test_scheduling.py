@@ -66,7 +66,7 @@ def test_volcano_pod_group_holds_the_training_pods_with_queue_priority_and_reque
     assert group["metadata"]["labels"]["team"] == "llm"
     assert group["metadata"]["labels"]["trainjobs.io/job-name"] == "train"
     assert group["spec"] == {"minMember": 4, "queue": "research", "priorityClassName": "high",
-                             "minResources": {"cpu": "6", "memory": str(4 * 3 * 2**30), "nvidia.com/gpu": "8"}}
+                             "minResources": {"cpu": "6", "memory": "12Gi", "nvidia.com/gpu": "8"}}
     job = found[("Job", "train-node-0")]
     assert job["spec"]["template"]["spec"]["schedulerName"] == "volcano"
     assert pod_meta(job)["annotations"]["scheduling.k8s.io/group-name"] == "train"
@@ -114,23 +114,50 @@ def test_scheduler_name_overrides_volcanos_name():
 # --- the gang's size, for every family ----------------------------------------------------------------
 
 FAMILIES = {
-    "torch": (TorchTrainJob, {"image": "t:1"}, lambda n, launcher_node: n),
-    "jax": (JaxTrainJob, {}, lambda n, launcher_node: n),
-    "xgboost": (XGBoostTrainJob, {}, lambda n, launcher_node: n),
-    "torchtune": (TorchTuneTrainJob, {"runtime": "torchtune-llama3.2-1b"}, lambda n, launcher_node: 1),
-    # MPI: num_nodes is the number of hosts; a separate launcher is one more pod.
-    "mpi": (MpiTrainJob, {**MPI_COMMAND, "image": "mpi:1"}, lambda n, launcher_node: n if launcher_node else n + 1),
-    "deepspeed": (DeepSpeedTrainJob, MPI_COMMAND, lambda n, launcher_node: n if launcher_node else n + 1),
-    "mlx": (MlxTrainJob, MPI_COMMAND, lambda n, launcher_node: n if launcher_node else n + 1),
+    "torch": (TorchTrainJob, {"image": "t:1"}),
+    "jax": (JaxTrainJob, {}),
+    "xgboost": (XGBoostTrainJob, {}),
+    "torchtune": (TorchTuneTrainJob, {"runtime": "torchtune-llama3.2-1b"}),
+    "mpi": (MpiTrainJob, {**MPI_COMMAND, "image": "mpi:1"}),
+    "deepspeed": (DeepSpeedTrainJob, MPI_COMMAND),
+    "mlx": (MlxTrainJob, MPI_COMMAND),
 }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def training_pods(family, nodes, launcher_node):
+    """Every training pod: MPI's num_nodes counts hosts, and a launcher that is not a host is one more pod."""
+    if family == "torchtune":
+        return 1   # the built-in 1B runtime is single-node
+    mpi = family in ("mpi", "deepspeed", "mlx")
+    return nodes + 1 if mpi and not launcher_node else nodes
+
+
+def pods_created_first(family, nodes, launcher_node, backend):
+    """The training pods created at once: under a JobSet the MPI launcher is created once its nodes are ready."""
+    everyone = training_pods(family, nodes, launcher_node)
+    if backend == "jobset" and family in ("mpi", "deepspeed", "mlx") and everyone > 1:
+        return everyone - 1
+    return everyone
+
+
+def pod_sets_of(manifests):
+    """(pod template metadata, pods) of every Job and every replicated job of a JobSet."""
+    for m in manifests:
+        if m["kind"] == "Job":
+            yield pod_meta(m), m["spec"]["parallelism"]
+        elif m["kind"] == "JobSet":
+            for rj in m["spec"]["replicatedJobs"]:
+                yield rj["template"]["spec"]["template"]["metadata"], rj["replicas"] * rj["template"]["spec"]["parallelism"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(family=st.sampled_from(sorted(FAMILIES)), nodes=st.integers(1, 6), launcher_node=st.booleans(),
-       initializers=st.booleans(), extra_role=st.booleans(), scheduler=st.sampled_from(["volcano", "coscheduling"]))
-def test_min_member_is_every_pod_that_must_run_together(family, nodes, launcher_node, initializers, extra_role, scheduler):
-    component, base, expected = FAMILIES[family]
-    args = {**base, "gang_scheduler": scheduler}
+       initializers=st.booleans(), extra_role=st.booleans(), scheduler=st.sampled_from(["volcano", "coscheduling"]),
+       backend=st.sampled_from(["jobs", "jobset"]))
+def test_min_member_is_every_pod_that_must_run_together(family, nodes, launcher_node, initializers, extra_role,
+                                                        scheduler, backend):
+    component, base = FAMILIES[family]
+    args = {**base, "gang_scheduler": scheduler, "backend": backend}
     if family != "torchtune":
         args["num_nodes"] = nodes
     if family in ("mpi", "deepspeed", "mlx"):
@@ -142,12 +169,12 @@ def test_min_member_is_every_pod_that_must_run_together(family, nodes, launcher_
     found = plan(component, args).manifests
     groups = [m for m in found if m["kind"] == "PodGroup"]
     assert len(groups) == 1
-    assert groups[0]["spec"]["minMember"] == expected(nodes, launcher_node)
-    # The pods that join the group are exactly that many: the training Jobs' pods.
-    join = ("scheduling.k8s.io/group-name" if scheduler == "volcano" else "scheduling.x-k8s.io/pod-group")
-    joined = sum(m["spec"]["parallelism"] for m in found if m["kind"] == "Job"
-                 and join in {**pod_meta(m).get("annotations", {}), **pod_meta(m)["labels"]})
-    assert joined == expected(nodes, launcher_node)
+    assert groups[0]["spec"]["minMember"] == pods_created_first(family, nodes, launcher_node, backend)
+    # Every training pod joins the group, and no other pod does.
+    join = "scheduling.k8s.io/group-name" if scheduler == "volcano" else "scheduling.x-k8s.io/pod-group"
+    joined = sum(pods for meta, pods in pod_sets_of(found)
+                 if meta.get("annotations", {}).get(join, meta["labels"].get(join)) == "train")
+    assert joined == training_pods(family, nodes, launcher_node)
     assert manifest_problems(found) == []
 
 
@@ -266,3 +293,55 @@ def test_a_bad_combination_registers_nothing():
     error, result = attempt(lambda: TorchTrainJob("train", {"image": "t:1", "queue": "q"}))
     assert isinstance(error, TrainJobError)
     assert result.resources == []
+
+
+# --- the JobSet backend ---------------------------------------------------------------------------
+
+def replicated(jobset, role):
+    return next(rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == role)
+
+
+def test_kueue_admits_an_mpi_jobset_as_one_workload():
+    args = {**MPI_COMMAND, "image": "mpi:1", "num_nodes": 3, "backend": "jobset", "gang_scheduler": "kueue",
+            "queue": "team-a", "priority_class": "prod"}
+    kueue_plan = plan(MpiTrainJob, args)
+    jobset = next(m for m in kueue_plan.manifests if m["kind"] == "JobSet")
+    assert {k: v for k, v in jobset["metadata"]["labels"].items() if k.startswith("kueue.x-k8s.io/")} == {
+        "kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "prod"}
+    for role in ("node", "launcher"):
+        template_meta = replicated(jobset, role)["template"]["spec"]["template"]["metadata"]
+        assert not any(k.startswith("kueue.x-k8s.io/") for k in template_meta["labels"])
+    assert dict(kueue_plan.ignore_changes) == {"train": ("spec.suspend",)}
+    assert "suspend" not in jobset["spec"]
+    result = run(lambda: MpiTrainJob("train", args))
+    assert result.get(kind="JobSet", name="train").ignore_changes == ("spec.suspend",)
+
+
+def test_volcano_under_a_jobset_waits_for_the_nodes_and_lets_the_launcher_join():
+    found = objects(MpiTrainJob, {**MPI_COMMAND, "image": "mpi:1", "num_nodes": 3, "backend": "jobset",
+                                  "gang_scheduler": "volcano", "queue": "hpc",
+                                  "resources_per_node": {"requests": {"cpu": "4", "memory": "8Gi"}},
+                                  "dataset_initializer": {"storage_uri": "hf://o/d"}})
+    jobset = found[("JobSet", "train")]
+    # The launcher is created once the 3 node pods are ready, so only they can be waited for.
+    assert replicated(jobset, "launcher")["dependsOn"] == [{"name": "node", "status": "Ready"}]
+    group = found[("PodGroup", "train")]
+    node_pod = replicated(jobset, "node")["template"]["spec"]["template"]["spec"]
+    cpu_per_node = sum(int(c.get("resources", {}).get("requests", {}).get("cpu", 0)) for c in node_pod["containers"])
+    assert group["spec"] == {"minMember": 3, "queue": "hpc",
+                             "minResources": {"cpu": str(3 * cpu_per_node), "memory": "24Gi"}}
+    for role in ("node", "launcher"):
+        pod = replicated(jobset, role)["template"]["spec"]["template"]
+        assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "train"
+        assert pod["spec"]["schedulerName"] == "volcano"
+    initializer = replicated(jobset, "dataset-initializer")["template"]["spec"]["template"]
+    assert initializer["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "hpc"
+    assert "scheduling.k8s.io/group-name" not in initializer["metadata"]["annotations"]
+
+
+def test_suspend_and_scheduler_name_on_a_jobset():
+    found = objects(TorchTrainJob, {"image": "t:1", "num_nodes": 2, "backend": "jobset", "suspend": True,
+                                    "scheduler_name": "gpu-packer"})
+    jobset = found[("JobSet", "train")]
+    assert jobset["spec"]["suspend"] is True
+    assert replicated(jobset, "node")["template"]["spec"]["template"]["spec"]["schedulerName"] == "gpu-packer"

@@ -12,45 +12,93 @@ so neither is counted in the gang; each scheduler module still queues them (docs
 
 import importlib
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
+from trainjobs.backends.jobset import child_job_name
 from trainjobs.core.args import GANG_SCHEDULERS, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.kube.quantity import parse_quantity
+from trainjobs.kube.requests import pod_count, total_requests
 
-__all__ = ["Gang", "GangScheduler", "Scheduled", "gang_requests", "pod_templates", "schedule"]
+__all__ = ["Gang", "GangScheduler", "PodSet", "Scheduled", "pod_sets", "pod_templates", "schedule"]
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """Pods of one shape: a Job, or a replicated job of a JobSet (each of its Jobs alike)."""
+
+    job_name: str
+    """The Job that runs them (for a JobSet, the name its controller gives the first Job)."""
+    owner: dict[str, Any]
+    """The registered object holding them: the Job, or the JobSet."""
+    jobs: int
+    job_spec: dict[str, Any]
+    starts_after: tuple[str, ...] = ()
+    """Job names of the pod sets that must be ready or complete before these pods are created."""
+
+    @property
+    def template(self) -> dict[str, Any]:
+        return self.job_spec["template"]
+
+    def as_jobs(self) -> list[dict[str, Any]]:
+        """The pod set as the Jobs that run it, for counting pods and requests."""
+        return [{"kind": "Job", "spec": self.job_spec}] * self.jobs
+
+
+def pod_sets(manifests: list[dict[str, Any]]) -> list[PodSet]:
+    """Every pod set of the Jobs and JobSets among `manifests`, in order."""
+    found = []
+    for obj in manifests:
+        if obj["kind"] == "Job":
+            found.append(PodSet(obj["metadata"]["name"], obj, 1, obj["spec"]))
+        elif obj["kind"] == "JobSet":
+            jobset = obj["metadata"]["name"]
+            for replicated in obj["spec"].get("replicatedJobs", []):
+                after = tuple(child_job_name(jobset, d["name"], 0) for d in replicated.get("dependsOn", []))
+                found.append(PodSet(child_job_name(jobset, replicated["name"], 0), obj,
+                                    int(replicated.get("replicas", 1)), replicated["template"]["spec"], after))
+    return found
 
 
 @dataclass(frozen=True)
 class Gang:
-    """What a scheduler module decorates: the job's objects, and which Jobs hold the gang's pods."""
+    """What a scheduler module decorates: the job's objects, and which of their pods must run together."""
 
     name: str
     args: TrainJobArgs
     manifests: list[dict[str, Any]]
     members: tuple[str, ...]
-    """Names of the objects (Jobs, or a JobSet) whose pods must run together."""
+    """Names of the Jobs whose pods must run together (the training roles')."""
     issues: IssueCollector
 
+    def member_sets(self) -> list[PodSet]:
+        return [p for p in pod_sets(self.manifests) if p.job_name in self.members]
+
     def member_objects(self) -> list[dict[str, Any]]:
-        return [m for m in self.manifests if m["metadata"]["name"] in self.members and m["kind"] != "Service"]
+        """The registered objects holding the gang's pods (Jobs, or one JobSet)."""
+        owners: list[dict[str, Any]] = []
+        for pod_set in self.member_sets():
+            if not any(pod_set.owner is o for o in owners):
+                owners.append(pod_set.owner)
+        return owners
 
-    def pod_count(self) -> int:
-        """Pods of the gang: each member Job's parallelism (a JobSet's replicated jobs, each times replicas)."""
-        return sum(replicas * int(job_spec.get("parallelism", 1)) for replicas, job_spec, _ in self.member_pods())
+    def first_together(self) -> list[PodSet]:
+        """The gang's pod sets created at once. A set that starts after another member (a JobSet's MPI
+        launcher after its nodes are ready) is created only once those run: it joins the group then,
+        and cannot be waited for before they are placed."""
+        return [p for p in self.member_sets() if not set(p.starts_after) & set(self.members)]
 
-    def member_pods(self) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
-        """(Jobs of this shape, Job spec, pod template) for every Job shape of the gang."""
-        found = []
-        for obj in self.member_objects():
-            if obj["kind"] == "Job":
-                found.append((1, obj["spec"], obj["spec"]["template"]))
-            elif obj["kind"] == "JobSet":
-                for replicated in obj["spec"].get("replicatedJobs", []):
-                    job_spec = replicated["template"]["spec"]
-                    found.append((int(replicated.get("replicas", 1)), job_spec, job_spec["template"]))
-        return found
+    def min_member(self) -> int:
+        return pod_count(job for p in self.first_together() for job in p.as_jobs())
+
+    def min_resources(self) -> dict[str, str]:
+        """What the pods counted in min_member request together (a PodGroup's minResources)."""
+        return total_requests(job for p in self.first_together() for job in p.as_jobs())
+
+    def member_templates(self) -> list[dict[str, Any]]:
+        return [p.template for p in self.member_sets()]
+
+    def other_templates(self) -> list[dict[str, Any]]:
+        return [p.template for p in pod_sets(self.manifests) if p.job_name not in self.members]
 
 
 @dataclass
@@ -120,67 +168,14 @@ def _check_combinations(args: TrainJobArgs, issues: IssueCollector) -> None:
                                                f"{args.gang_scheduler} has none: remove schedule_timeout_seconds")
 
 
-def pod_templates(manifests: list[dict[str, Any]], names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    """Every pod template of the Jobs and JobSets among `manifests` (those named in `names`, if given)."""
-    found = []
-    for obj in manifests:
-        if names is not None and obj["metadata"]["name"] not in names:
-            continue
-        if obj["kind"] == "Job":
-            found.append(obj["spec"]["template"])
-        elif obj["kind"] == "JobSet":
-            found.extend(r["template"]["spec"]["template"] for r in obj["spec"].get("replicatedJobs", []))
-    return found
+def pod_templates(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pod template of the Jobs and JobSets among `manifests`."""
+    return [p.template for p in pod_sets(manifests)]
 
 
 def set_labels(target: dict[str, Any], labels: dict[str, str], key: str = "labels") -> None:
     """Add to a metadata block's labels (or annotations)."""
     target[key] = {**target.get(key, {}), **labels}
-
-
-# --- what the gang requests -----------------------------------------------------------------------
-
-def gang_requests(gang: Gang) -> dict[str, str]:
-    """Total requests of the gang's pods per resource, as quantities (a PodGroup's minResources).
-
-    Each pod requests the larger of its running containers' sum (main and native sidecars) and its
-    largest plain init container, as the scheduler counts it.
-    """
-    totals: dict[str, Decimal] = {}
-    for replicas, job_spec, template in gang.member_pods():
-        pods = replicas * int(job_spec.get("parallelism", 1))
-        for resource, amount in _pod_requests(template["spec"]).items():
-            totals[resource] = totals.get(resource, Decimal(0)) + amount * pods
-    return {resource: _quantity(resource, amount) for resource, amount in sorted(totals.items()) if amount}
-
-
-def _pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
-    running: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
-    sidecars = [c for c in pod.get("initContainers", []) if c.get("restartPolicy") == "Always"]
-    for container in [*pod.get("containers", []), *sidecars]:
-        for resource, amount in _requests(container).items():
-            running[resource] = running.get(resource, Decimal(0)) + amount
-    for container in pod.get("initContainers", []):
-        if container.get("restartPolicy") != "Always":
-            for resource, amount in _requests(container).items():
-                init_peak[resource] = max(init_peak.get(resource, Decimal(0)), amount)
-    return {r: max(running.get(r, Decimal(0)), init_peak.get(r, Decimal(0))) for r in {*running, *init_peak}}
-
-
-def _requests(container: dict[str, Any]) -> dict[str, Decimal]:
-    """A container's requests; a limit alone counts as the request, as Kubernetes defaults it."""
-    resources = container.get("resources") or {}
-    given = {**resources.get("limits", {}), **resources.get("requests", {})}
-    return {name: parse_quantity(value) for name, value in given.items() if isinstance(value, (str, int, float))}
-
-
-def _quantity(resource: str, amount: Decimal) -> str:
-    if amount == amount.to_integral_value():
-        return str(int(amount))
-    if resource == "cpu":
-        return f"{int((amount * 1000).to_integral_value())}m"
-    return str(int(amount.to_integral_value(rounding="ROUND_CEILING")))
 
 
 def _copy(value: Any) -> Any:

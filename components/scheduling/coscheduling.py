@@ -8,7 +8,7 @@ the cluster's default scheduler is taken to run it. The PodGroup has no queue an
 
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.scheduling import Gang, GangScheduler, Scheduled, gang_requests, pod_templates, set_labels
+from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
@@ -26,13 +26,13 @@ class Coscheduling(GangScheduler):
                                          "priority_class_name instead (one priority for the whole group)")
 
     def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
-        spec: dict = {"minMember": gang.pod_count()}
-        requests = gang_requests(gang)
+        spec: dict = {"minMember": gang.min_member()}
+        requests = gang.min_resources()
         if requests:
             spec["minResources"] = requests
         if gang.args.schedule_timeout_seconds is not None:
             spec["scheduleTimeoutSeconds"] = gang.args.schedule_timeout_seconds
-        for template in pod_templates(scheduled.manifests, gang.members):
+        for template in gang.member_templates():
             set_labels(template["metadata"], {POD_GROUP_LABEL: gang.name})
         scheduled.add_before_jobs(pod_group(gang, API_VERSION, spec))
 

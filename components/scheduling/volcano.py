@@ -8,7 +8,7 @@ a group of its own in that queue.
 
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.scheduling import Gang, GangScheduler, Scheduled, gang_requests, pod_templates, set_labels
+from trainjobs.scheduling import Gang, GangScheduler, Scheduled, pod_templates, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -25,8 +25,8 @@ class Volcano(GangScheduler):
 
     def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
         args = gang.args
-        spec: dict = {"minMember": gang.pod_count()}
-        requests = gang_requests(gang)
+        spec: dict = {"minMember": gang.min_member()}
+        requests = gang.min_resources()
         if requests:
             spec["minResources"] = requests
         if args.queue:
@@ -35,11 +35,10 @@ class Volcano(GangScheduler):
             spec["priorityClassName"] = args.priority_class
         for template in pod_templates(scheduled.manifests):
             template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
-        for template in pod_templates(scheduled.manifests, gang.members):
+        for template in gang.member_templates():
             set_labels(template["metadata"], {GROUP_ANNOTATION: gang.name}, key="annotations")
         if args.queue:
-            outside = tuple(m["metadata"]["name"] for m in scheduled.manifests if m["metadata"]["name"] not in gang.members)
-            for template in pod_templates(scheduled.manifests, outside):
+            for template in gang.other_templates():
                 set_labels(template["metadata"], {QUEUE_ANNOTATION: args.queue}, key="annotations")
         scheduled.add_before_jobs(pod_group(gang, API_VERSION, spec))
 
