@@ -418,26 +418,25 @@ class CommonArgs(_PodFields):
     extra_roles: Optional[dict[str, ExtraRole]] = Field(default_factory=dict)
     """Role name -> pods beside training that get no training env (TensorBoard, an evaluator)."""
     gang_scheduler: Optional[str] = None
-    """Gang scheduling of the job's pods (training pods, launcher, initializers) as one unit: "kueue"
-    (admission by a Kueue LocalQueue), "volcano" (a Volcano PodGroup) or "coscheduling" (a scheduler-plugins
-    PodGroup). Default: none, each Job is scheduled on its own. See docs/scheduling.md."""
+    """Gang scheduling of the job's training pods (nodes and launcher) as one unit: "kueue" (admitted whole
+    from a Kueue LocalQueue), "volcano" (a Volcano PodGroup) or "coscheduling" (a scheduler-plugins
+    PodGroup). Default: none, each Job is scheduled pod by pod. See docs/scheduling.md."""
     queue: Optional[str] = None
-    """The queue the job waits in: a Kueue LocalQueue name (gang_scheduler "kueue") or a Volcano queue
-    (gang_scheduler "volcano"; default Volcano's `default`)."""
+    """The queue the job waits in: a Kueue LocalQueue (required with gang_scheduler "kueue") or a Volcano
+    queue (gang_scheduler "volcano"; default Volcano's `default`)."""
     priority_class: Optional[str] = None
-    """Priority of the job in its queue: a Kueue WorkloadPriorityClass (gang_scheduler "kueue"), or the
-    PodGroup's priorityClassName (gang_scheduler "volcano" or "coscheduling"). Pod priority stays with
-    priority_class_name."""
+    """Priority of the job in its queue: a Kueue WorkloadPriorityClass (gang_scheduler "kueue") or the
+    Volcano PodGroup's priorityClassName. The pods' own priority is priority_class_name."""
     schedule_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
-    """How long the scheduler tries to place the whole group before giving up for a while
-    (coscheduling's `scheduleTimeoutSeconds`, default the plugin's). Coscheduling only."""
+    """How long the Coscheduling plugin waits for the whole group before it retries (the PodGroup's
+    `scheduleTimeoutSeconds`; default the plugin's). gang_scheduler "coscheduling" only."""
     scheduler_name: Optional[str] = None
-    """The pods' `schedulerName`. Default: the cluster's default scheduler, or the one the gang
-    scheduler needs ("volcano" for Volcano; coscheduling needs the name of a scheduler profile that
-    enables the Coscheduling plugin, e.g. "scheduler-plugins-scheduler")."""
+    """The pods' `schedulerName`, for every pod of the job. Default: "volcano" under Volcano, else the
+    cluster's default scheduler (under coscheduling, name the scheduler that runs the Coscheduling plugin
+    unless the default one does)."""
     suspend: Optional[bool] = None
-    """Job `spec.suspend`: true creates the Jobs suspended (nothing runs until something resumes them).
-    Default: unset. Under Kueue, Kueue owns the field and the job leaves it alone."""
+    """The Jobs' (or the JobSet's) `spec.suspend`: true creates them suspended, and nothing runs until
+    something resumes them. Default: unset. Refused under Kueue, which suspends and resumes them itself."""
     pod_spec_overrides: Optional[dict[str, Any]] = None
     """PodSpec fields the arguments do not model, in Kubernetes' camelCase (dnsPolicy, runtimeClassName,
     shareProcessNamespace, ...), set on every training pod. Fields the job

@@ -130,17 +130,19 @@ class GangScheduler:
 
 
 def integration(name: str) -> GangScheduler:
-    """The module of a gang scheduler named in GANG_SCHEDULERS, imported when first used."""
+    """The integration of a gang scheduler named in GANG_SCHEDULERS, its module imported when first used."""
     return importlib.import_module(f"{__name__}.{name}").SCHEDULER
 
 
 def schedule(name: str, args: TrainJobArgs, manifests: list[dict[str, Any]], members: list[str],
              issues: IssueCollector) -> Scheduled:
     """The job's objects with `scheduler_name`, `suspend` and the gang scheduler's part applied."""
-    scheduled = Scheduled([_copy(m) for m in manifests])
     _check_combinations(args, issues)
-    for template in pod_templates(scheduled.manifests):
-        if args.scheduler_name:
+    if args.scheduler_name is None and args.suspend is None and args.gang_scheduler is None:
+        return Scheduled(list(manifests))   # most jobs: nothing to copy or change
+    scheduled = Scheduled([_copy(m) for m in manifests])
+    if args.scheduler_name:
+        for template in pod_templates(scheduled.manifests):
             template["spec"]["schedulerName"] = args.scheduler_name
     if args.suspend is not None:
         for obj in scheduled.manifests:

@@ -6,8 +6,6 @@ extra roles) keep Volcano as their scheduler and name the queue, so Volcano give
 a group of its own in that queue.
 """
 
-from trainjobs.core.args import TrainJobArgs
-from trainjobs.core.errors import IssueCollector
 from trainjobs.scheduling import Gang, GangScheduler, Scheduled, pod_templates, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
@@ -19,9 +17,6 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 class Volcano(GangScheduler):
     name = "volcano"
-
-    def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
-        """Every Volcano field has a use; nothing to refuse."""
 
     def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
         args = gang.args
