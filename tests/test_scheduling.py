@@ -345,3 +345,15 @@ def test_suspend_and_scheduler_name_on_a_jobset():
     jobset = found[("JobSet", "train")]
     assert jobset["spec"]["suspend"] is True
     assert replicated(jobset, "node")["template"]["spec"]["template"]["spec"]["schedulerName"] == "gpu-packer"
+
+
+def test_a_profile_gives_the_scheduling_defaults_and_is_named_when_wrong():
+    profile = {"gang_scheduler": "volcano", "queue": "team-a", "priority_class": "batch"}
+    found = objects(TorchTrainJob, {"image": "t:1", "num_nodes": 2, "profile": profile})
+    assert found[("PodGroup", "train")]["spec"]["queue"] == "team-a"
+    # The job's own argument wins over the profile's.
+    found = objects(TorchTrainJob, {"image": "t:1", "profile": profile, "queue": "urgent"})
+    assert found[("PodGroup", "train")]["spec"]["queue"] == "urgent"
+    assert problems(TorchTrainJob, {"image": "t:1", "profile": {"queue": "team-a"}}) == {
+        "profile.queue": "is a Kueue LocalQueue or a Volcano queue, and no gang scheduler reads it: set "
+                         "gang_scheduler, or remove queue"}
