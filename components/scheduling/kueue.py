@@ -17,7 +17,7 @@ from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-# Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation.
+# Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation (docs/scheduling.md).
 KUEUE_OWNED_PATHS = ["spec.suspend"]
 
 
@@ -49,5 +49,6 @@ class Kueue(GangScheduler):
             if obj["kind"] in ("Job", "JobSet"):
                 set_labels(obj["metadata"], labels)
                 scheduled.ignore_changes[obj["metadata"]["name"]] = list(KUEUE_OWNED_PATHS)
+
 
 SCHEDULER = Kueue()
