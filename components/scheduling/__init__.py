@@ -119,8 +119,6 @@ class Scheduled:
 class GangScheduler:
     """One gang scheduler integration; a module of this package defines one as `SCHEDULER`."""
 
-    name: str = ""
-
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         """Arguments this scheduler cannot honour, reported with the field and the fix."""
 

@@ -16,8 +16,6 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 class Coscheduling(GangScheduler):
-    name = "coscheduling"
-
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         if args.queue is not None:
             issues.add("queue", "coscheduling has no queues: remove queue, or use gang_scheduler kueue or volcano")

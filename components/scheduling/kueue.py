@@ -22,8 +22,6 @@ KUEUE_OWNED_PATHS = ["spec.suspend"]
 
 
 class Kueue(GangScheduler):
-    name = "kueue"
-
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         if not args.queue:
             issues.add("queue", 'Kueue admits a job from a LocalQueue: set queue to its name (e.g. "default" where '

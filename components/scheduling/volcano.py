@@ -16,8 +16,6 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 
 class Volcano(GangScheduler):
-    name = "volcano"
-
     def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
         args = gang.args
         spec: dict = {"minMember": gang.min_member()}
