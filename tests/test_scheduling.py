@@ -357,3 +357,17 @@ def test_a_profile_gives_the_scheduling_defaults_and_is_named_when_wrong():
     assert problems(TorchTrainJob, {"image": "t:1", "profile": {"queue": "team-a"}}) == {
         "profile.queue": "is a Kueue LocalQueue or a Volcano queue, and no gang scheduler reads it: set "
                          "gang_scheduler, or remove queue"}
+
+
+@pytest.mark.parametrize("backend", ["jobs", "jobset"])
+def test_derivation_stays_pure_with_a_gang_scheduler(backend):
+    """Scheduling decorates the objects built for one derivation: deriving again gives the same objects."""
+    args = parse_args("MpiTrainJob", "train", MpiTrainJob.family.args_type, {
+        **MPI_COMMAND, "image": "mpi:1", "num_nodes": 2, "backend": backend, "gang_scheduler": "volcano",
+        "queue": "q", "scheduler_name": "volcano-gpu", "suspend": True, "pod_annotations": {"a": "b"},
+        "node_selector": {"pool": "gpu"}})
+    first = derive(MpiTrainJob.family, "train", args).manifests
+    second = derive(MpiTrainJob.family, "train", args).manifests
+    assert first == second
+    assert args.pod_annotations == {"a": "b"} and args.node_selector == {"pool": "gpu"}
+    assert [m["kind"] for m in second].count("PodGroup") == 1

@@ -134,11 +134,15 @@ def integration(name: str) -> GangScheduler:
 
 def schedule(name: str, args: TrainJobArgs, manifests: list[dict[str, Any]], members: list[str],
              issues: IssueCollector) -> Scheduled:
-    """The job's objects with `scheduler_name`, `suspend` and the gang scheduler's part applied."""
+    """The job's objects with `scheduler_name`, `suspend` and the gang scheduler's part applied.
+
+    The objects are the ones the pipeline has just built for this job alone, and are decorated in
+    place (metadata, pod specs and Job specs get keys; no value shared with the arguments is changed).
+    """
     _check_combinations(args, issues)
+    scheduled = Scheduled(list(manifests))
     if args.scheduler_name is None and args.suspend is None and args.gang_scheduler is None:
-        return Scheduled(list(manifests))   # most jobs: nothing to copy or change
-    scheduled = Scheduled([_copy(m) for m in manifests])
+        return scheduled
     if args.scheduler_name:
         for template in pod_templates(scheduled.manifests):
             template["spec"]["schedulerName"] = args.scheduler_name
@@ -176,13 +180,3 @@ def pod_templates(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def set_labels(target: dict[str, Any], labels: dict[str, str], key: str = "labels") -> None:
     """Add to a metadata block's labels (or annotations)."""
     target[key] = {**target.get(key, {}), **labels}
-
-
-def _copy(value: Any) -> Any:
-    """A copy of the manifest's dicts and lists (leaves, which may be placeholders, are shared)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
