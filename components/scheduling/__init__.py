@@ -12,6 +12,7 @@ so neither is counted in the gang; each scheduler module still queues them (docs
 
 import importlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from trainjobs.backends.jobset import child_job_name
@@ -70,8 +71,12 @@ class Gang:
     """Names of the Jobs whose pods must run together (the training roles')."""
     issues: IssueCollector
 
+    @cached_property
+    def all_sets(self) -> list[PodSet]:
+        return pod_sets(self.manifests)
+
     def member_sets(self) -> list[PodSet]:
-        return [p for p in pod_sets(self.manifests) if p.job_name in self.members]
+        return [p for p in self.all_sets if p.job_name in self.members]
 
     def member_objects(self) -> list[dict[str, Any]]:
         """The registered objects holding the gang's pods (Jobs, or one JobSet)."""
@@ -98,7 +103,7 @@ class Gang:
         return [p.template for p in self.member_sets()]
 
     def other_templates(self) -> list[dict[str, Any]]:
-        return [p.template for p in pod_sets(self.manifests) if p.job_name not in self.members]
+        return [p.template for p in self.all_sets if p.job_name not in self.members]
 
 
 @dataclass

@@ -6,7 +6,7 @@ extra roles) keep Volcano as their scheduler and name the queue, so Volcano give
 a group of its own in that queue.
 """
 
-from trainjobs.scheduling import Gang, GangScheduler, Scheduled, pod_templates, set_labels
+from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -26,7 +26,7 @@ class Volcano(GangScheduler):
             spec["queue"] = args.queue
         if args.priority_class:
             spec["priorityClassName"] = args.priority_class
-        for template in pod_templates(scheduled.manifests):
+        for template in (p.template for p in gang.all_sets):
             template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
         for template in gang.member_templates():
             set_labels(template["metadata"], {GROUP_ANNOTATION: gang.name}, key="annotations")
