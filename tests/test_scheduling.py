@@ -371,3 +371,18 @@ def test_derivation_stays_pure_with_a_gang_scheduler(backend):
     assert first == second
     assert args.pod_annotations == {"a": "b"} and args.node_selector == {"pool": "gpu"}
     assert [m["kind"] for m in second].count("PodGroup") == 1
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "coscheduling", "kueue"])
+def test_run_local_runs_a_gang_scheduled_job_as_it_is(scheduler):
+    """run-local places every pod itself: the scheduler's objects and labels change nothing it runs."""
+    from trainjobs.localrun.plan import select
+    args = {**MPI_COMMAND, "image": "mpi:1", "num_nodes": 2, "backend": "jobset", "gang_scheduler": scheduler}
+    if scheduler != "coscheduling":
+        args["queue"] = "q"
+    objects = [r.manifest for r in run(lambda: MpiTrainJob("train", args)).kubernetes()]
+    plain = [r.manifest for r in run(lambda: MpiTrainJob("train", {**MPI_COMMAND, "image": "mpi:1", "num_nodes": 2,
+                                                                   "backend": "jobset"})).kubernetes()]
+    chosen, alone = select(objects), select(plain)
+    assert [j.name for j in chosen.jobs] == [j.name for j in alone.jobs] == ["train-node-0", "train-launcher-0"]
+    assert [s.hostname for j in chosen.jobs for s in j.slots] == [s.hostname for j in alone.jobs for s in j.slots]
