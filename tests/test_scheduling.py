@@ -9,10 +9,13 @@ from hypothesis import strategies as st
 
 from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob, TorchTuneTrainJob,
                        TrainJobError, XGBoostTrainJob)
+from trainjobs.backends import controller_jobs
 from trainjobs.core.args import parse_args
 from trainjobs.core.pipeline import derive
 from trainjobs.testing import run
 from trainjobs.testing.checks import manifest_problems
+
+from jobset_api import check_jobset
 
 MPI_COMMAND = {"command": ["mpirun", "hostname"]}
 
@@ -46,8 +49,8 @@ def pod_meta(job):
 def core_valid(component, args, name="train"):
     """The job as registered passes the API server's checks, and its core objects the Kubernetes schema."""
     registered = [r.manifest for r in run(lambda: component(name, args)).kubernetes()]
-    assert manifest_problems(registered) == []
-    for obj in registered:
+    assert manifest_problems(controller_jobs(registered)) == []
+    for obj in controller_jobs(registered):
         if obj["kind"] != "PodGroup":
             kubernetes_validate.validate(obj, "1.31.0", strict=True)
     return registered
@@ -315,6 +318,7 @@ def test_kueue_admits_an_mpi_jobset_as_one_workload():
     assert "suspend" not in jobset["spec"]
     result = run(lambda: MpiTrainJob("train", args))
     assert result.get(kind="JobSet", name="train").ignore_changes == ("spec.suspend",)
+    check_jobset(result.get(kind="JobSet", name="train").manifest)
 
 
 def test_volcano_under_a_jobset_waits_for_the_nodes_and_lets_the_launcher_join():
@@ -337,6 +341,8 @@ def test_volcano_under_a_jobset_waits_for_the_nodes_and_lets_the_launcher_join()
     initializer = replicated(jobset, "dataset-initializer")["template"]["spec"]["template"]
     assert initializer["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "hpc"
     assert "scheduling.k8s.io/group-name" not in initializer["metadata"]["annotations"]
+    registered = core_valid(*found.source)
+    check_jobset(next(o for o in registered if o["kind"] == "JobSet"))
 
 
 def test_suspend_and_scheduler_name_on_a_jobset():

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from kubeflow_trainer_api.models.jobset_v1alpha2_job_set import JobsetV1alpha2JobSet
 
 from trainjobs.backends import controller_jobs
 from trainjobs.testing import run_program
 from trainjobs.testing.checks import manifest_problems
+
+from jobset_api import check_jobset
 
 PROGRAM = Path(__file__).resolve().parent.parent / "stacks" / "__main__.py"
 CORE_API_VERSIONS = ("v1", "batch/v1")
@@ -19,22 +20,6 @@ CORE_API_VERSIONS = ("v1", "batch/v1")
 def rendered(stack):
     result = run_program(PROGRAM, stack=stack)
     return result, [r.manifest for r in result.kubernetes()]
-
-
-def dropped_keys(given, parsed, path=""):
-    """Keys of `given` that the typed model does not know (it drops them on parsing)."""
-    if isinstance(given, dict) and isinstance(parsed, dict):
-        return [p for key in given for p in ([f"{path}.{key}"] if key not in parsed
-                                               else dropped_keys(given[key], parsed[key], f"{path}.{key}"))]
-    if isinstance(given, list) and isinstance(parsed, list):
-        return [p for i, (a, b) in enumerate(zip(given, parsed)) for p in dropped_keys(a, b, f"{path}[{i}]")]
-    return []
-
-
-def check_jobset(obj):
-    """A JobSet against the jobset.x-k8s.io/v1alpha2 types (strict types; unknown fields are reported)."""
-    parsed = JobsetV1alpha2JobSet.from_dict(obj).to_dict()
-    assert dropped_keys(obj, parsed) == [], f"JobSet {obj['metadata']['name']} has fields the API does not know"
 
 
 @pytest.mark.parametrize("stack", ["kueue", "volcano"])
@@ -91,3 +76,13 @@ def test_the_kueue_stack_queues_each_job_as_one_workload():
         assert result.get(kind=obj["kind"], name=obj["metadata"]["name"]).ignore_changes == ("spec.suspend",)
     allreduce = next(o for o in queued if o["kind"] == "JobSet")
     assert [rj["name"] for rj in allreduce["spec"]["replicatedJobs"]] == ["node", "launcher"]
+
+
+def test_the_jobset_check_refuses_unknown_fields_and_wrong_types():
+    _, objects = rendered("kueue")
+    jobset = next(o for o in objects if o["kind"] == "JobSet")
+    check_jobset(jobset)
+    with pytest.raises(AssertionError, match="fields the API does not know"):
+        check_jobset({**jobset, "spec": {**jobset["spec"], "maxRestarts": 3}})   # belongs in failurePolicy
+    with pytest.raises(ValueError):
+        check_jobset({**jobset, "spec": {**jobset["spec"], "suspend": "yes"}})
