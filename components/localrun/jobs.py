@@ -207,7 +207,7 @@ class PodRun:
             if not self.sandbox.stopped():
                 return False
         self.sandbox.cleanup()
-        if self.phase == "Stopped" and self.exit_code is None:
+        if self.exit_code is None:   # stopped from outside, or evicted
             codes = [c.exit_code for c in self.sandbox.containers if c.spec.kind == "main" and c.exit_code is not None]
             self.exit_code = next((c for c in codes if c != 0), codes[0] if codes else None)
         self.stop_deadline = None
