@@ -153,3 +153,17 @@ def test_explain_and_the_tree_show_the_same_pods(case):
                 "torch-initializers-extra-roles": "(job-dataset-initializer-0: 1 pods, job-model-initializer-0: 1 pods, "
                                                   "job-node-0: 2 pods)"}[case]
     assert line.endswith(expected), line
+
+
+def test_under_pulumi_the_jobset_is_a_custom_resource_registered_after_the_jobs_objects():
+    component, args = CASES["openmpi"]
+    stack = run(lambda: component("job", {**args, "backend": "jobset"}))
+    jobset = stack.get("JobSet", "job")
+    assert jobset.type == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+    assert jobset.replace_on_changes == ("spec",) and jobset.delete_before_replace
+    others = {r.urn: f"{r.kind}/{r.name}" for r in stack.kubernetes() if r.kind != "JobSet"}
+    assert sorted(others[u] for u in jobset.dependencies if u in others) == [
+        "ConfigMap/job-mpi-hostfile", "Secret/job-mpi-ssh-auth", "Service/job"]
+    assert not stack.find(kind="Job")
+    service = stack.get("Service", "job")
+    assert not service.replace_on_changes and not service.delete_before_replace

@@ -11,6 +11,7 @@ from . import Assembly, Workload
 
 class JobsBackend:
     kinds = ("Job",)
+    replace_on_changes = ()   # pulumi-kubernetes itself replaces a Job whose template changes
 
     def assemble(self, workload: Workload) -> Assembly:
         ordering = tuple((job["metadata"]["name"], prerequisite["metadata"]["name"])

@@ -49,6 +49,9 @@ def child_job_name(jobset: str, replicated_job: str, index: int) -> str:
 
 class JobSetBackend:
     kinds = (KIND,)
+    # The JobSet webhook refuses changes to a JobSet's replicated jobs; pulumi-kubernetes knows nothing
+    # of a custom resource's fields, so a changed spec must be declared a replacement.
+    replace_on_changes = ("spec",)
 
     def assemble(self, workload: Workload) -> Assembly:
         name, args = workload.name, workload.args

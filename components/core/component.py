@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel
 
-from trainjobs.backends import workload_kinds
+from trainjobs.backends import replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
@@ -80,9 +80,12 @@ class TrainJobComponent(pulumi.ComponentResource):
             if deferred or kind == "Secret":   # placeholders come from Outputs, or are keys in Secrets
                 manifest = self._resolve(manifest, caller_depends)
             ordered_after = [by_name[before] for after, before in plan.ordering if after == object_name]
+            replaced_on = replace_on_changes(kind)
             child_opts = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind in workloads else []) + ordered_after,
+                # A named object is replaced by deleting it first: its name is taken until then.
+                **({"replace_on_changes": replaced_on, "delete_before_replace": True} if replaced_on else {}),
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.

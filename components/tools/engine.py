@@ -62,6 +62,8 @@ class RegisteredResource:
     dependencies: tuple[str, ...]
     protect: bool
     inputs: dict[str, Any]
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
 
     @property
     def is_kubernetes(self) -> bool:
@@ -177,6 +179,8 @@ class _RecordingMonitor(MockMonitor):
                 urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
                 parent_urn=parent, provider=request.provider or None,
                 dependencies=tuple(request.dependencies), protect=bool(request.protect), inputs=inputs,
+                replace_on_changes=tuple(request.replaceOnChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
             ))
         return response
 
