@@ -5,7 +5,7 @@ import json
 import pytest
 
 from e2e_support import PROGRAMS, run_local
-from test_mpi import IMPLEMENTATIONS, assert_every_host_used, pod_hosts, run_mpi
+from test_mpi import IMPLEMENTATIONS, assert_every_host_used, mpi_envs, pod_hosts, run_mpi  # noqa: F401 (a fixture)
 from test_torch import TORCH, ranks
 
 RESILIENCE = PROGRAMS / "resilience" / "__main__.py"
