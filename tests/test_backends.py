@@ -149,10 +149,27 @@ def test_explain_and_the_tree_show_the_same_pods(case):
     assert all(f"pod {hostname}" in text for hostname in pods(jobset))
     lines = tree(run(lambda: component("job", {**args, "backend": "jobset"}))).splitlines()
     (line,) = [line for line in lines if "JobSet job" in line]
-    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pods)",
+    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pods, requests nothing)",
                 "torch-initializers-extra-roles": "(job-dataset-initializer-0: 1 pods, job-model-initializer-0: 1 pods, "
-                                                  "job-node-0: 2 pods)"}[case]
+                                                  "job-node-0: 2 pods, requests nothing)"}[case]
     assert line.endswith(expected), line
+
+
+def test_what_a_job_requests_is_the_same_under_both_backends():
+    from trainjobs.tools.render import tree
+    args = {"image": "t:1", "num_nodes": 3, "resources_per_node": {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                                  "limits": {"nvidia.com/gpu": 1}}}
+    stacks = {b: run(lambda: TorchTrainJob("job", {**args, "backend": b})) for b in ("jobs", "jobset")}
+    totals = {b: [line for line in tree(s).splitlines() if line.startswith("Stack requests")]
+              for b, s in stacks.items()}
+    assert totals["jobset"] == totals["jobs"] and len(totals["jobs"]) == 1 and "in 3 pods" in totals["jobs"][0]
+    from trainjobs.core.args import parse_args
+    from trainjobs.core.pipeline import derive
+    family = TorchTrainJob.family
+    outputs = {b: derive(family, "job", parse_args(family.component, "job", family.args_type, {**args, "backend": b}))
+               .outputs for b in ("jobs", "jobset")}
+    assert outputs["jobset"].requests == outputs["jobs"].requests
+    assert outputs["jobs"].requests == {"cpu": "6", "memory": "3Gi", "nvidia.com/gpu": "3"}
 
 
 def test_under_pulumi_the_jobset_is_a_custom_resource_registered_after_the_jobs_objects():

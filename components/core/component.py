@@ -14,6 +14,7 @@ from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
 from trainjobs.core.errors import Issue, TrainJobError
+from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.family import Family
 from trainjobs.core.naming import argument_value_problem
 
@@ -84,8 +85,11 @@ class TrainJobComponent(pulumi.ComponentResource):
             child_opts = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind in workloads else []) + ordered_after,
-                # A named object is replaced by deleting it first: its name is taken until then.
-                **({"replace_on_changes": replaced_on, "delete_before_replace": True} if replaced_on else {}),
+                # A changed failure policy cannot be patched into a Job: it is replaced, like a changed template.
+                # A backend's custom resource names what its controller refuses to change; a named object is
+                # replaced by deleting it first, as its name is taken until then.
+                replace_on_changes=list(IMMUTABLE_PATHS) if kind == "Job" else (replaced_on or None),
+                **({"delete_before_replace": True} if kind != "Job" and replaced_on else {}),
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.

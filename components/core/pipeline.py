@@ -13,7 +13,8 @@ from trainjobs.backends import Workload, backend, controller_jobs
 from trainjobs.kube import apivalidation
 from trainjobs.core import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
-from trainjobs.core.errors import IssueCollector
+from trainjobs.core.errors import Issue, IssueCollector
+from trainjobs.core.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
 from trainjobs.core.family import Family, Job, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
@@ -22,6 +23,8 @@ from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, RESERVED_LABELS, SER
 from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
+from trainjobs.core.profile import apply_profile, from_profile
+from trainjobs.kube.requests import total_requests
 from trainjobs.kube.templates import upsert
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
@@ -45,7 +48,8 @@ class TrainJobPlan:
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
-    job = Job(name, args)
+    sourced = from_profile(args)
+    job = Job(name, apply_profile(args))
     roles = family.roles(job)
     for role in roles:
         if role.pods:
@@ -54,7 +58,7 @@ def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     family.check(job, roles)
     objects = family.objects(job, roles)
     outputs = family.outputs(job, roles)
-    return _plan(family, job, roles, outputs, objects)
+    return _plan(family, job, roles, outputs, objects, sourced)
 
 
 def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> None:
@@ -86,7 +90,7 @@ def check_reserved_env(issues: IssueCollector, family: Family, templates: list[P
 
 
 def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutputs,
-          objects: list[dict[str, Any]]) -> TrainJobPlan:
+          objects: list[dict[str, Any]], sourced: frozenset[str] = frozenset()) -> TrainJobPlan:
     """The family's roles and objects plus what every job has, checked, as a plan.
 
     Training pods mount the initializers' workspace and wait for them; extra roles get nothing from
@@ -98,6 +102,7 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     setup = initializers(name, args, runtime, issues)
     check_job(issues, name, args, runtime)
     check_overrides(issues, args)
+    check_failure_policy(issues, args, family.restart_refusal(job))
 
     jobs = []
     for r in roles:
@@ -109,15 +114,18 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                           key=lambda m: m.get("mountPath"))
             volumes.append(setup.volume)
             waits = setup.wait_container(r.template) + waits
-        jobs.append(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime, args,
-                                                extra_volumes=volumes, init_containers=waits,
-                                                dns_config=r.dns_config), args))
-    initializer_jobs = tuple(m for m in setup.manifests if m["kind"] == "Job")
+        jobs.append(apply_failure_policy(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime,
+                                                                     args, extra_volumes=volumes, init_containers=waits,
+                                                                     dns_config=r.dns_config), args),
+                                         args, training=True))
+    setup_objects = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
+                     for m in setup.manifests]
+    initializer_jobs = tuple(m for m in setup_objects if m["kind"] == "Job")
     assembly = backend(args.backend).assemble(Workload(name, args, runtime, tuple(jobs), initializer_jobs,
                                                        family.start_after, family.success_roles))
-    manifests = (headless_service(name, runtime, args), *objects,
-                 *(m for m in setup.manifests if m["kind"] != "Job"), *assembly.objects,
-                 *extra_role_jobs(name, args, runtime))
+    manifests = (headless_service(name, runtime, args), *objects, *(m for m in setup_objects if m["kind"] != "Job"),
+                 *assembly.objects,
+                 *(apply_failure_policy(m, args, training=False) for m in extra_role_jobs(name, args, runtime)))
     # The API server's rules apply to the Jobs that run, whichever backend creates them.
     running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
@@ -125,9 +133,17 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     for issue in argpaths.issues(apivalidation.problems(running), running, sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
+    if sourced:   # a value the job only inherits is named where it is set: in the profile
+        issues.issues = [Issue(f"profile.{i.field}", i.message) if _top_field(i.field) in sourced else i
+                         for i in issues.issues]
     issues.raise_if_any(family.component, name)
+    outputs = outputs.model_copy(update={"requests": total_requests(running)})
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
                         ordering=assembly.ordering)
+
+
+def _top_field(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
 
 
 def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: list[TrainingRole],

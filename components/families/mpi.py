@@ -472,6 +472,10 @@ class MpiFamily(Family):
     def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
         return {hostfile_name(job.name): {("data",): "num_nodes"}}
 
+    def restart_refusal(self, job: Job) -> str | None:
+        return ("mpirun on the launcher starts every rank once, over ssh, when the job starts; a replaced node pod "
+                "is not part of the running MPI job, and a replaced launcher starts a new one beside the old ranks")
+
     def outputs(self, job: Job, roles: list[TrainingRole]) -> MpiOutputs:
         name, args = job.name, job.args
         layout: _Layout = job.derived["layout"]
