@@ -103,6 +103,22 @@ def test_mpi_jobset_is_shaped_as_kubeflow_creates_it():
                for r in spec["replicatedJobs"])
 
 
+def test_a_fatal_exit_code_fails_the_jobset_instead_of_restarting_it():
+    js = jobset_of("torch-c10d", failure_policy={"max_restarts": 2, "fatal_exit_codes": [42]})
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2, "rules": [
+        {"name": "fatal-exit-code", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    (node,) = js["spec"]["replicatedJobs"]
+    assert {"action": "FailJob", "onExitCodes": {"containerName": "node", "operator": "In", "values": [42]}} in \
+        node["template"]["spec"]["podFailurePolicy"]["rules"]
+
+
+def test_whole_group_restarts_need_the_jobset_backend():
+    with pytest.raises(TrainJobError) as caught:
+        run(lambda: TorchTrainJob("job", {"image": "t:1", "failure_policy": {"max_restarts": 2}}))
+    assert [i.field for i in caught.value.issues] == ["failure_policy.max_restarts"]
+    assert 'backend "jobset"' in caught.value.issues[0].message
+
+
 def test_initializers_complete_before_training():
     js = jobset_of("torch-initializers-extra-roles", wait_for_completion=True, wait_timeout_seconds=7200)
     spec = js["spec"]
@@ -184,3 +200,13 @@ def test_under_pulumi_the_jobset_is_a_custom_resource_registered_after_the_jobs_
     assert not stack.find(kind="Job")
     service = stack.get("Service", "job")
     assert not service.replace_on_changes and not service.delete_before_replace
+
+
+def test_the_jobset_webhooks_pod_name_limit_is_checked():
+    name = "a" * 49   # <name>-node-0-9 is 58 characters: a Job takes it, the JobSet webhook (plus "-abcde") does not
+    run(lambda: TorchTrainJob(name, {"image": "t:1", "num_nodes": 10}))
+    with pytest.raises(TrainJobError) as caught:
+        run(lambda: TorchTrainJob(name, {"image": "t:1", "num_nodes": 10, "backend": "jobset"}))
+    assert [(i.field, i.message) for i in caught.value.issues] == [
+        ("name", f'with backend "jobset", pod names such as {name}-node-0-9-abcde (64 characters, the last 5 random) '
+                 "exceed 63, which the JobSet webhook refuses: shorten the job name")]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from trainjobs.core.args import TrainingRuntime, TrainJobArgs
+from trainjobs.core.errors import IssueCollector
 
 __all__ = ["Assembly", "Backend", "Workload", "backend", "controller_jobs", "replace_on_changes", "workload_kinds"]
 
@@ -45,6 +46,9 @@ class Backend(Protocol):
     """The kinds of object this backend registers to run pods."""
     replace_on_changes: tuple[str, ...]
     """Fields of those objects that cannot change in place: a change replaces the object under Pulumi."""
+
+    def check(self, issues: IssueCollector, workload: Workload) -> None:
+        """What the job asks of its backend that this one cannot do, or that its controller refuses."""
 
     def assemble(self, workload: Workload) -> Assembly:
         """The objects that run the workload's Jobs."""

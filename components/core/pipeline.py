@@ -121,8 +121,9 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     setup_objects = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
                      for m in setup.manifests]
     initializer_jobs = tuple(m for m in setup_objects if m["kind"] == "Job")
-    assembly = backend(args.backend).assemble(Workload(name, args, runtime, tuple(jobs), initializer_jobs,
-                                                       family.start_after, family.success_roles))
+    workload = Workload(name, args, runtime, tuple(jobs), initializer_jobs, family.start_after, family.success_roles)
+    backend(args.backend).check(issues, workload)
+    assembly = backend(args.backend).assemble(workload)
     manifests = (headless_service(name, runtime, args), *objects, *(m for m in setup_objects if m["kind"] != "Job"),
                  *assembly.objects,
                  *(apply_failure_policy(m, args, training=False) for m in extra_role_jobs(name, args, runtime)))
