@@ -1,11 +1,13 @@
 """The JobSet backend in run-local: the same training on it, its start order, whole-group restarts."""
 
 import json
+from collections import Counter
 
 import pytest
 
 from e2e_support import PROGRAMS, run_local
-from test_mpi import IMPLEMENTATIONS, assert_every_host_used, mpi_envs, pod_hosts, run_mpi  # noqa: F401 (a fixture)
+from test_mpi import (IMPLEMENTATIONS, assert_job_env_on_every_rank, mpi_envs, pod_hosts,  # noqa: F401 (a fixture)
+                      report, run_mpi)
 from test_torch import TORCH, ranks
 
 RESILIENCE = PROGRAMS / "resilience" / "__main__.py"
@@ -34,12 +36,20 @@ def test_torch_2_nodes_x_2_processes_on_a_jobset(tmp_path):
 def test_openmpi_3_hosts_on_a_jobset(mpi_envs, tmp_path):
     env, config = IMPLEMENTATIONS["openmpi4"]
     run = run_mpi("three-hosts", f"{mpi_envs}/{env}", tmp_path, backend="jobset", **config)
-    assert_every_host_used(run, pod_hosts("three", 3, launcher=False), slots=2)
+    assert run.returncode == 0, run.output
+    seen = report(run)
+    assert seen["size"] == 6 and seen["allreduce"] == seen["expected"], seen
+    assert Counter(r["hostname"] for r in seen["ranks"]) == {host: 2 for host in pod_hosts("three", 3, launcher=False)}
+    assert_job_env_on_every_rank(seen)
     assert [(s["name"], s["state"], s["restarts"]) for s in run.summary["jobsets"]] == [("three", "Completed", 0)]
-    # dependsOn: the launcher's pod starts only once every node pod is ready.
+    # dependsOn: the launcher starts once every node pod is ready; its end is the JobSet's (successPolicy),
+    # and the controller then stops the nodes, which no longer wait to hear the launcher's exit code.
     assert "JobSet three: replicated jobs node -> launcher" in run.output
-    pods = {p["job"]: p for p in run.pods()}
-    assert pods["three-launcher-0"]["phase"] == "Succeeded"
+    launcher = [p for p in run.pods() if p["job"] == "three-launcher-0"]
+    assert [(p["phase"], p["exit_code"]) for p in launcher] == [("Succeeded", 0)]
+    nodes = [p for p in run.pods() if p["job"] == "three-node-0"]
+    assert len(nodes) == 3 and all(p["phase"] in ("Succeeded", "Stopped") for p in nodes), nodes
+    assert {p["reason"] for p in nodes if p["phase"] == "Stopped"} <= {"stopped: JobSet three completed"}
 
 
 @pytest.mark.usefixtures("torch_ready")
