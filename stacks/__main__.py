@@ -8,14 +8,17 @@
           num_nodes: 2
           ...
 
+An optional `profile` (a PlatformProfile) holds what every job inherits; a job's own arguments win:
+
+      trainjobs-examples:profile:
+        labels: {team: llm}
+        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+
 Each entry is a component class name (`kind`), a job name and that component's arguments, plus
 optionally `code`: files of this program's directory shipped as a ConfigMap `<name>-code` and
 mounted read-only in the job's pods, so a stock image runs them (at most 1 MiB in all):
 
       code: {files: [train.py], mount_path: /workspace}
-
-An optional `profile` (a PlatformProfile: namespace, queue, gang scheduler, GPU tolerations, ...) gives
-every job its defaults; each job's own arguments override them.
 
 Every entry is checked before anything is created; the problems stop the program as a
 pulumi.RunError, which `pulumi up` and `trainjobs render` print without a traceback.
@@ -161,9 +164,17 @@ def ship_code(job: Job) -> list[pulumi.Resource]:
     return [k8s.core.v1.ConfigMap(config_map, metadata=metadata, data=job.code)]
 
 
+def read_profile(key: str, profile: Any) -> trainjobs.PlatformProfile | None:
+    """The stack's profile, checked once for all its jobs."""
+    if profile is None:
+        return None
+    if not isinstance(profile, dict):
+        raise pulumi.RunError(f"{key}: must be a mapping of job arguments every job inherits; got {_shown(profile)}")
+    return trainjobs.PlatformProfile(**profile)
+
+
 config = pulumi.Config()
-# The platform's defaults for every job (a PlatformProfile); a job's own `profile` replaces them.
-profile = config.get_object("profile")
+profile = read_profile(config.full_key("profile"), config.get_object("profile"))
 for job in read_jobs(config.full_key("jobs"), config.require_object("jobs")):
     if profile is not None:
         job.args.setdefault("profile", profile)

@@ -103,6 +103,22 @@ def test_mpi_jobset_is_shaped_as_kubeflow_creates_it():
                for r in spec["replicatedJobs"])
 
 
+def test_a_fatal_exit_code_fails_the_jobset_instead_of_restarting_it():
+    js = jobset_of("torch-c10d", failure_policy={"max_restarts": 2, "fatal_exit_codes": [42]})
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 2, "rules": [
+        {"name": "fatal-exit-code", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    (node,) = js["spec"]["replicatedJobs"]
+    assert {"action": "FailJob", "onExitCodes": {"containerName": "node", "operator": "In", "values": [42]}} in \
+        node["template"]["spec"]["podFailurePolicy"]["rules"]
+
+
+def test_whole_group_restarts_need_the_jobset_backend():
+    with pytest.raises(TrainJobError) as caught:
+        run(lambda: TorchTrainJob("job", {"image": "t:1", "failure_policy": {"max_restarts": 2}}))
+    assert [i.field for i in caught.value.issues] == ["failure_policy.max_restarts"]
+    assert 'backend "jobset"' in caught.value.issues[0].message
+
+
 def test_initializers_complete_before_training():
     js = jobset_of("torch-initializers-extra-roles", wait_for_completion=True, wait_timeout_seconds=7200)
     spec = js["spec"]
@@ -149,7 +165,48 @@ def test_explain_and_the_tree_show_the_same_pods(case):
     assert all(f"pod {hostname}" in text for hostname in pods(jobset))
     lines = tree(run(lambda: component("job", {**args, "backend": "jobset"}))).splitlines()
     (line,) = [line for line in lines if "JobSet job" in line]
-    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pods)",
+    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pods, requests nothing)",
                 "torch-initializers-extra-roles": "(job-dataset-initializer-0: 1 pods, job-model-initializer-0: 1 pods, "
-                                                  "job-node-0: 2 pods)"}[case]
+                                                  "job-node-0: 2 pods, requests nothing)"}[case]
     assert line.endswith(expected), line
+
+
+def test_what_a_job_requests_is_the_same_under_both_backends():
+    from trainjobs.tools.render import tree
+    args = {"image": "t:1", "num_nodes": 3, "resources_per_node": {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                                  "limits": {"nvidia.com/gpu": 1}}}
+    stacks = {b: run(lambda: TorchTrainJob("job", {**args, "backend": b})) for b in ("jobs", "jobset")}
+    totals = {b: [line for line in tree(s).splitlines() if line.startswith("Stack requests")]
+              for b, s in stacks.items()}
+    assert totals["jobset"] == totals["jobs"] and len(totals["jobs"]) == 1 and "in 3 pods" in totals["jobs"][0]
+    from trainjobs.core.args import parse_args
+    from trainjobs.core.pipeline import derive
+    family = TorchTrainJob.family
+    outputs = {b: derive(family, "job", parse_args(family.component, "job", family.args_type, {**args, "backend": b}))
+               .outputs for b in ("jobs", "jobset")}
+    assert outputs["jobset"].requests == outputs["jobs"].requests
+    assert outputs["jobs"].requests == {"cpu": "6", "memory": "3Gi", "nvidia.com/gpu": "3"}
+
+
+def test_under_pulumi_the_jobset_is_a_custom_resource_registered_after_the_jobs_objects():
+    component, args = CASES["openmpi"]
+    stack = run(lambda: component("job", {**args, "backend": "jobset"}))
+    jobset = stack.get("JobSet", "job")
+    assert jobset.type == "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+    assert jobset.replace_on_changes == ("spec",) and jobset.delete_before_replace
+    others = {r.urn: f"{r.kind}/{r.name}" for r in stack.kubernetes() if r.kind != "JobSet"}
+    assert sorted(others[u] for u in jobset.dependencies if u in others) == [
+        "ConfigMap/job-mpi-hostfile", "Secret/job-mpi-ssh-auth", "Service/job"]
+    assert not stack.find(kind="Job")
+    service = stack.get("Service", "job")
+    assert not service.replace_on_changes and not service.delete_before_replace
+
+
+def test_the_jobset_webhooks_pod_name_limit_is_checked():
+    name = "a" * 49   # <name>-node-0-9 is 58 characters: a Job takes it, the JobSet webhook (plus "-abcde") does not
+    run(lambda: TorchTrainJob(name, {"image": "t:1", "num_nodes": 10}))
+    with pytest.raises(TrainJobError) as caught:
+        run(lambda: TorchTrainJob(name, {"image": "t:1", "num_nodes": 10, "backend": "jobset"}))
+    assert [(i.field, i.message) for i in caught.value.issues] == [
+        ("name", f'with backend "jobset", pod names such as {name}-node-0-9-abcde (64 characters, the last 5 random) '
+                 "exceed 63, which the JobSet webhook refuses: shorten the job name")]

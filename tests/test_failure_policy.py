@@ -116,3 +116,17 @@ def test_bad_policies_name_the_field(policy, field, message):
 def test_the_typed_model_sorts_codes_and_keeps_whole_group_restarts():
     policy = FailurePolicy(fatal_exit_codes=[9, 3], max_restarts=2)
     assert policy.fatal_exit_codes == [3, 9] and policy.max_restarts == 2 and policy.count_disruptions is False
+
+
+def test_a_changed_policy_replaces_the_job_instead_of_failing_as_immutable():
+    result = run(lambda: TorchTrainJob("llm", {"image": "img:1"}))
+    job = next(r for r in result.resources if r.is_kubernetes and r.name == "llm-node-0")
+    assert job.replace_on_changes == ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
+    service = next(r for r in result.resources if r.is_kubernetes and r.name == "llm")
+    assert service.replace_on_changes == ()
+    from trainjobs.tools.render import changes
+    before = [r.manifest for r in result.kubernetes()]
+    after = [r.manifest for r in run(lambda: TorchTrainJob("llm", {"image": "img:1", "failure_policy": {
+        "fatal_exit_codes": [3]}})).kubernetes()]
+    assert changes(before, after) == [
+        "! Job llm-node-0: replaced, TRAINING RESTARTS (spec.podFailurePolicy.rules)"]

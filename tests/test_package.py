@@ -72,7 +72,7 @@ def test_the_schema_holds_every_component_input_and_output_with_types_plainness_
     assert mpi["properties"]["hosts"]["items"]["type"] == "string"
     assert set(schema["resources"]) == {f"trainjobs:index:{c}" for c in (
         "TorchTrainJob", "TorchTuneTrainJob", "JaxTrainJob", "MpiTrainJob", "DeepSpeedTrainJob", "MlxTrainJob",
-        "XGBoostTrainJob")}
+        "XGBoostTrainJob", "TrainingNamespace")}
     # Every input and output of every component is described.
     for token, resource in schema["resources"].items():
         for kind in ("inputProperties", "properties"):

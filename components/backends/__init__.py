@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from trainjobs.core.args import TrainingRuntime, TrainJobArgs
+from trainjobs.core.errors import IssueCollector
 
-__all__ = ["Assembly", "Backend", "Workload", "backend", "controller_jobs"]
+__all__ = ["Assembly", "Backend", "Workload", "backend", "controller_jobs", "replace_on_changes", "workload_kinds"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,11 @@ class Assembly:
 class Backend(Protocol):
     kinds: tuple[str, ...]
     """The kinds of object this backend registers to run pods."""
+    replace_on_changes: tuple[str, ...]
+    """Fields of those objects that cannot change in place: a change replaces the object under Pulumi."""
+
+    def check(self, issues: IssueCollector, workload: Workload) -> None:
+        """What the job asks of its backend that this one cannot do, or that its controller refuses."""
 
     def assemble(self, workload: Workload) -> Assembly:
         """The objects that run the workload's Jobs."""
@@ -63,6 +69,11 @@ def backend(name: str) -> Backend:
 def workload_kinds() -> tuple[str, ...]:
     """Every kind a backend registers to run pods: under Pulumi these wait for the job's other objects."""
     return tuple(dict.fromkeys(kind for b in _backends().values() for kind in b.kinds))
+
+
+def replace_on_changes(kind: str) -> list[str]:
+    """The fields whose change replaces an object of `kind` a backend registers (for Pulumi)."""
+    return [f for b in _backends().values() if kind in b.kinds for f in b.replace_on_changes]
 
 
 def controller_jobs(manifests: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:

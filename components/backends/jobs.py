@@ -6,11 +6,20 @@ fails its Job (within its backoff limit), and nothing restarts the other roles.
 
 from typing import Any
 
+from trainjobs.core.errors import IssueCollector
 from . import Assembly, Workload
 
 
 class JobsBackend:
     kinds = ("Job",)
+    replace_on_changes = ()   # pulumi-kubernetes itself replaces a Job whose template changes
+
+    def check(self, issues: IssueCollector, workload: Workload) -> None:
+        policy = workload.args.failure_policy
+        if policy and policy.max_restarts:
+            issues.add("failure_policy.max_restarts",
+                       'whole-group restarts need backend "jobset" (its controller recreates every Job of the job); '
+                       'set backend "jobset", or remove max_restarts and restart with `pulumi up --replace`')
 
     def assemble(self, workload: Workload) -> Assembly:
         ordering = tuple((job["metadata"]["name"], prerequisite["metadata"]["name"])

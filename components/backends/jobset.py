@@ -19,6 +19,8 @@ API checks, per-pod views and local runs.
 import hashlib
 from typing import Any
 
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.naming import MAX_DNS_LABEL
 from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
 from . import Assembly, Workload
 
@@ -49,6 +51,20 @@ def child_job_name(jobset: str, replicated_job: str, index: int) -> str:
 
 class JobSetBackend:
     kinds = (KIND,)
+    # The JobSet webhook refuses changes to a JobSet's replicated jobs; pulumi-kubernetes knows nothing
+    # of a custom resource's fields, so a changed spec must be declared a replacement.
+    replace_on_changes = ("spec",)
+
+    def check(self, issues: IssueCollector, workload: Workload) -> None:
+        """The JobSet webhook's rule beyond the Jobs': its longest pod name, with the 5-character suffix
+        Kubernetes adds, must be a DNS label of at most 63 characters (the Job allows 6 more)."""
+        for job in (*workload.prerequisites, *workload.jobs):
+            longest = f"{job['metadata']['name']}-{job['spec']['completions'] - 1}-abcde"
+            if len(longest) > MAX_DNS_LABEL:
+                issues.add("name", f'with backend "jobset", pod names such as {longest} ({len(longest)} characters, '
+                                   f"the last 5 random) exceed {MAX_DNS_LABEL}, which the JobSet webhook refuses: "
+                                   "shorten the job name")
+                return
 
     def assemble(self, workload: Workload) -> Assembly:
         name, args = workload.name, workload.args

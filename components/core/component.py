@@ -9,11 +9,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel
 
-from trainjobs.backends import workload_kinds
+from trainjobs.backends import replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
 from trainjobs.core.errors import Issue, TrainJobError
+from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.family import Family
 from trainjobs.core.naming import argument_value_problem
 
@@ -81,10 +82,16 @@ class TrainJobComponent(pulumi.ComponentResource):
             if deferred or kind == "Secret":   # placeholders come from Outputs, or are keys in Secrets
                 manifest = self._resolve(manifest, caller_depends)
             ordered_after = [by_name[before] for after, before in plan.ordering if after == object_name]
+            replaced_on = replace_on_changes(kind)
             child_opts = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind in workloads else []) + ordered_after,
                 ignore_changes=ignored.get(object_name),
+                # A changed failure policy cannot be patched into a Job: it is replaced, like a changed template.
+                # A backend's custom resource names what its controller refuses to change; a named object is
+                # replaced by deleting it first, as its name is taken until then.
+                replace_on_changes=list(IMMUTABLE_PATHS) if kind == "Job" else (replaced_on or None),
+                **({"delete_before_replace": True} if kind != "Job" and replaced_on else {}),
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.

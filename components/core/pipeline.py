@@ -121,12 +121,14 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                                                      args, extra_volumes=volumes, init_containers=waits,
                                                                      dns_config=r.dns_config), args),
                                          args, training=True))
-    initializer_jobs = tuple(apply_failure_policy(m, args, training=False)
-                             for m in setup.manifests if m["kind"] == "Job")
-    assembly = backend(args.backend).assemble(Workload(name, args, runtime, tuple(jobs), initializer_jobs,
-                                                       family.start_after, family.success_roles))
-    manifests = [headless_service(name, runtime, args), *objects,
-                 *(m for m in setup.manifests if m["kind"] != "Job"), *assembly.objects,
+    setup_objects = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
+                     for m in setup.manifests]
+    initializer_jobs = tuple(m for m in setup_objects if m["kind"] == "Job")
+    workload = Workload(name, args, runtime, tuple(jobs), initializer_jobs, family.start_after, family.success_roles)
+    backend(args.backend).check(issues, workload)
+    assembly = backend(args.backend).assemble(workload)
+    manifests = [headless_service(name, runtime, args), *objects, *(m for m in setup_objects if m["kind"] != "Job"),
+                 *assembly.objects,
                  *(apply_failure_policy(m, args, training=False) for m in extra_role_jobs(name, args, runtime))]
     scheduled = schedule(name, args, manifests, [job["metadata"]["name"] for job in jobs], issues)
     manifests = scheduled.manifests
@@ -141,7 +143,7 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
         issues.issues = [Issue(f"profile.{i.field}", i.message) if _top_field(i.field) in sourced else i
                          for i in issues.issues]
     issues.raise_if_any(family.component, name)
-    outputs = outputs.model_copy(update={"requests": total_requests(manifests)})
+    outputs = outputs.model_copy(update={"requests": total_requests(running)})
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
                         ordering=assembly.ordering,
                         ignore_changes=tuple((n, tuple(p)) for n, p in sorted(scheduled.ignore_changes.items())))

@@ -8,7 +8,13 @@ As the Job controller, for each selected Job:
   (10 s, doubling) while failures stay within the limit. Beyond it the Job fails
   (BackoffLimitExceeded) and its running pods are stopped: with `backoffLimit: 0` the first failed
   pod stops the rest;
-- `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods.
+- `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods;
+- `podFailurePolicy` decides first, by the first matching rule (`policies.py`): FailJob fails the Job
+  at once (PodFailurePolicy), Ignore replaces the pod without counting it (a disruption, by default),
+  FailIndex fails the index; with `backoffLimitPerIndex` failures count per index, and
+  `maxFailedIndexes` bounds how many may fail. A replacement starts once the failed pod is gone.
+
+A JobSet's Jobs are held and recreated by its controller (`jobsets.py`), and `--disrupt` evicts pods.
 
 Jobs of one training job (pods sharing a subdomain) run side by side; when one fails, the others
 are stopped too, as nothing else would end them. The whole run is bounded by a timeout; on
@@ -34,8 +40,8 @@ from .jobsets import Disruption, jobset_runs
 from .network import Network
 from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec
-from .policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES, MAX_FAILED_INDEXES_EXCEEDED,
-                       POD_FAILURE_POLICY, pod_verdict)
+from .policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES,
+                       MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, pod_verdict)
 from .pods import ContainerRun, Sandbox, SandboxError, tcp_sockets
 
 EXIT_OK = 0
@@ -207,7 +213,7 @@ class PodRun:
             if not self.sandbox.stopped():
                 return False
         self.sandbox.cleanup()
-        if self.phase == "Stopped" and self.exit_code is None:
+        if self.exit_code is None:   # stopped from outside, or evicted
             codes = [c.exit_code for c in self.sandbox.containers if c.spec.kind == "main" and c.exit_code is not None]
             self.exit_code = next((c for c in codes if c != 0), codes[0] if codes else None)
         self.stop_deadline = None

@@ -62,6 +62,8 @@ class JobSetRun:
         if self._succeeded():
             self.state, self.reason = "Completed", "AllJobsCompleted: jobset completed successfully"
             for job in self.all_jobs():
+                for pod in list(job.active.values()):
+                    pod.terminate(f"stopped: JobSet {self.name} completed", now)
                 job.fail("Stopped", f"JobSet {self.name} completed", now, state="Stopped")
             return
         for replicated in self.spec["replicatedJobs"]:
