@@ -210,3 +210,17 @@ def test_the_jobset_webhooks_pod_name_limit_is_checked():
     assert [(i.field, i.message) for i in caught.value.issues] == [
         ("name", f'with backend "jobset", pod names such as {name}-node-0-9-abcde (64 characters, the last 5 random) '
                  "exceed 63, which the JobSet webhook refuses: shorten the job name")]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_jobset_passes_the_jobset_api_and_its_jobs_the_kubernetes_schema(case):
+    import kubernetes_validate
+    from jobset_api import check_jobset
+    component, args = CASES[case]
+    objs = objects(case, "jobset")
+    jobset = jobset_of(case, failure_policy={"max_restarts": 2, "fatal_exit_codes": [42]},
+                       wait_for_completion=True, ttl_seconds_after_finished=60)
+    for js in (next(o for o in objs if o["kind"] == "JobSet"), jobset):
+        check_jobset(js)
+        for job in child_jobs(js):
+            kubernetes_validate.validate(job, "1.31.0", strict=True)
