@@ -457,9 +457,9 @@ class LocalRun:
             say(f"  note: {note}")
         for jobset in self.jobsets:
             order = " -> ".join(r["name"] for r in jobset.spec["replicatedJobs"])
-            policy = jobset.spec.get("failurePolicy")
+            restarts = int((jobset.spec.get("failurePolicy") or {}).get("maxRestarts", 0))
             say(f"  JobSet {jobset.name}: replicated jobs {order}; "
-                + (f"restarts the whole group up to {policy.get('maxRestarts', 0)} time(s)" if policy
+                + (f"a failed Job restarts the whole group, at most {restarts} time(s)" if restarts
                    else "the first failed Job fails it"))
         for disruption in self.disruptions:
             when = (f"{disruption.after_seconds:g}s after it starts" if disruption.after_seconds is not None
