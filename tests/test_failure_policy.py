@@ -130,3 +130,32 @@ def test_a_changed_policy_replaces_the_job_instead_of_failing_as_immutable():
         "fatal_exit_codes": [3]}})).kubernetes()]
     assert changes(before, after) == [
         "! Job llm-node-0: replaced, TRAINING RESTARTS (spec.podFailurePolicy.rules)"]
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+codes = st.lists(st.integers(-1, 300), max_size=6)
+policies = st.fixed_dictionaries({}, optional={
+    "count_disruptions": st.booleans(), "fatal_exit_codes": codes, "retriable_exit_codes": codes,
+    "backoff_limit_per_index": st.integers(-1, 5), "max_failed_indexes": st.integers(-1, 5)})
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(policy=policies, backoff=st.integers(0, 3), rendezvous=st.sampled_from(["static", "c10d"]))
+def test_accepted_policies_give_valid_jobs_with_the_rules_asked_for(policy, backoff, rendezvous):
+    error, result = attempt(lambda: TorchTrainJob("p", {"image": "img:1", "num_nodes": 3, "backoff_limit": backoff,
+                                                        "rendezvous": rendezvous, "failure_policy": policy}))
+    if error is not None:
+        assert isinstance(error, TrainJobError) and result.resources == []
+        assert all(i.field.startswith("failure_policy") for i in error.issues)
+        return
+    spec = job_spec(result, "p-node-0")
+    rules = spec.get("podFailurePolicy", {}).get("rules", [])
+    assert (DISRUPTION_IGNORED in rules) is not policy.get("count_disruptions", False)
+    fatal = [r["onExitCodes"]["values"] for r in rules if r["action"] == "FailJob" and r["onExitCodes"]["operator"] == "In"]
+    assert fatal == ([sorted(policy["fatal_exit_codes"])] if policy.get("fatal_exit_codes") else [])
+    assert spec.get("backoffLimitPerIndex") == policy.get("backoff_limit_per_index")
+    assert policy.get("backoff_limit_per_index") is None or rendezvous == "c10d"
+    for obj in (r.manifest for r in result.kubernetes()):
+        kubernetes_validate.validate(obj, "1.33.0", strict=True)

@@ -2,8 +2,8 @@
 
 import kubernetes_validate
 
-from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.testing import run
+from trainjobs import MpiTrainJob, TorchTrainJob, TrainJobError
+from trainjobs.testing import attempt, run
 from trainjobs.testing.checks import manifest_problems
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
@@ -36,11 +36,16 @@ def test_host_network_resolves_cluster_names_and_declares_host_ports():
         kubernetes_validate.validate(obj, "1.33.0", strict=True)
 
 
-def test_host_network_reaches_launcher_and_workers_of_an_mpi_job():
-    result = run(lambda: MpiTrainJob("pi", {"image": "mpi:1", "command": ["mpirun", "pi"], "num_nodes": 2,
-                                            "host_network": True}))
+def test_host_network_reaches_launcher_and_workers_of_an_mpi_job_whose_sshd_leaves_the_nodes_port_22():
+    args = {"image": "mpi:1", "command": ["mpirun", "pi"], "num_nodes": 2, "host_network": True}
+    error, stack = attempt(lambda: MpiTrainJob("pi", args))
+    assert isinstance(error, TrainJobError) and stack.resources == []
+    assert [i.field for i in error.issues] == ["host_network"] and "port 22" in error.issues[0].message
+    result = run(lambda: MpiTrainJob("pi", {**args, "runtime": {"name": "mpi-distributed", "ssh_port": 2222}}))
     for job in ("pi-launcher-0", "pi-node-0"):
         assert pod(result, job)["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod(result, "pi-node-0")["containers"][0]["ports"] == [
+        {"containerPort": 2222, "name": "ssh", "hostPort": 2222}]
 
 
 def test_topology_spread_and_deadlines_per_role():

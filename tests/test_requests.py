@@ -71,3 +71,33 @@ def test_the_requests_output_is_the_jobs_total():
     run(lambda: jobs.append(TorchTrainJob("llm", {"image": "img:1", "num_nodes": 2, "resources_per_node": {
         "requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 8}}})))
     assert jobs[0].plan.outputs.requests == {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "16"}
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(1, 64), millicores=st.integers(1, 64000), mebibytes=st.integers(1, 2**20),
+       gpus=st.integers(0, 8))
+def test_a_jobs_total_is_its_pods_times_each_pods_request(nodes, millicores, mebibytes, gpus):
+    limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    jobs = []
+    run(lambda: jobs.append(TorchTrainJob("t", {"image": "img:1", "num_nodes": nodes, "resources_per_node": {
+        "requests": {"cpu": f"{millicores}m", "memory": f"{mebibytes}Mi"}, "limits": limits}})))
+    totals = {name: Decimal(0) for name in ("cpu", "memory")}
+    totals["cpu"] = Decimal(nodes * millicores) / 1000
+    totals["memory"] = Decimal(nodes * mebibytes * 2**20)
+    expected = {name: format_quantity(name, amount) for name, amount in totals.items()}
+    if gpus:
+        expected["nvidia.com/gpu"] = str(nodes * gpus)
+    assert jobs[0].plan.outputs.requests == expected
+
+
+def test_a_request_known_only_at_deployment_is_left_out():
+    import pulumi
+    sidecar = {"name": "s", "image": "s:1", "resources": {"requests": {"cpu": pulumi.Output.from_input("2")}}}
+    jobs = []
+    run(lambda: jobs.append(TorchTrainJob("t", {"image": "img:1", "sidecars": [sidecar],
+                                                 "resources_per_node": {"requests": {"cpu": "1"}}})))
+    assert jobs[0].plan.outputs.requests == {"cpu": "1"}

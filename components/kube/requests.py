@@ -79,9 +79,11 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, Decimal]:
 
 
 def _container_requests(container: dict[str, Any]) -> dict[str, Decimal]:
+    """A value known only at deployment (an Output in a sidecar's resources) is left out."""
     resources = container.get("resources") or {}
     given = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(value) for name, value in given.items()}
+    return {name: parse_quantity(value) for name, value in given.items()
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool)}
 
 
 def _add(into: dict[str, Decimal], amounts: dict[str, Decimal]) -> None:
