@@ -251,6 +251,8 @@ def test_podgroups_register_as_custom_resources():
     assert group.type == "kubernetes:scheduling.volcano.sh/v1beta1:PodGroup"
     assert group.manifest["spec"]["minMember"] == 2
     assert group.parent_urn == result.get(type="trainjobs:index:TorchTrainJob").urn
+    # The Job is created after its PodGroup, so Volcano never sees its pods without their group.
+    assert group.urn in result.get(kind="Job", name="train-node-0").dependencies
 
 
 # --- scheduler_name and suspend without a gang scheduler ------------------------------------------
