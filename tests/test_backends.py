@@ -103,6 +103,11 @@ def test_mpi_jobset_is_shaped_as_kubeflow_creates_it():
                for r in spec["replicatedJobs"])
 
 
+def test_a_launcher_that_is_the_only_node_waits_for_nothing_that_does_not_exist():
+    js = jobset_of("openmpi", num_nodes=1, run_launcher_as_node=True)
+    assert [(r["name"], r.get("dependsOn")) for r in js["spec"]["replicatedJobs"]] == [("launcher", None)]
+
+
 def test_a_fatal_exit_code_fails_the_jobset_instead_of_restarting_it():
     js = jobset_of("torch-c10d", failure_policy={"max_restarts": 2, "fatal_exit_codes": [42]})
     assert js["spec"]["failurePolicy"] == {"maxRestarts": 2, "rules": [

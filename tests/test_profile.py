@@ -137,6 +137,7 @@ def test_a_training_namespace_keeps_its_data_and_gives_its_jobs_a_profile():
     assert result.get("LocalQueue", "default").manifest["spec"] == {"clusterQueue": "gpus"}
     job = result.get("Job", "pretrain-node-0")
     assert job.manifest["metadata"]["namespace"] == "llm"
+    assert job.manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"   # admitted as one Workload
     assert pod(result, "pretrain-node-0")["serviceAccountName"] == "trainer"
     namespace_urn = next(r.urn for r in result.resources if r.name == "llm" and r.is_kubernetes)
     assert namespace_urn in job.dependencies   # created after the Namespace

@@ -72,9 +72,12 @@ class JobSetBackend:
         # A role started after another comes after it: dependsOn names only earlier replicated jobs.
         training = sorted(workload.jobs, key=lambda j: replicated_job_name(j) in workload.start_after)
         replicated = [_replicated(job, ()) for job in workload.prerequisites]
+        roles = {replicated_job_name(job) for job in training}
         for job in training:
             role = replicated_job_name(job)
             after = workload.start_after.get(role)
+            if after not in roles:   # the role it follows has no pods here (an MPI launcher that is the only node)
+                after = None
             depends = ([{"name": after, "status": "Ready"}] if after
                        else [{"name": p, "status": "Complete"} for p in prerequisites])
             replicated.append(_replicated(job, depends))

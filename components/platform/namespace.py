@@ -188,9 +188,12 @@ class TrainingNamespace(pulumi.ComponentResource):
 
     def profile(self, **defaults: Any) -> PlatformProfile:
         """A PlatformProfile for the team's jobs: the namespace and the ServiceAccount (as Outputs, so each job
-        is created after them), plus `defaults` (any PlatformProfile field)."""
-        given = {"namespace": self.namespace}
+        is created after them), the LocalQueue with Kueue's gang admission when there is one, plus `defaults`
+        (any PlatformProfile field)."""
+        given: dict[str, Any] = {"namespace": self.namespace}
         account = self.plan.outputs.service_account_name
         if account:
             given["service_account_name"] = self.resources[f"ServiceAccount/{account}"].metadata.name
+        if self.plan.outputs.local_queue:
+            given.update(queue=self.plan.outputs.local_queue, gang_scheduler="kueue")
         return PlatformProfile(**{**given, **defaults})
