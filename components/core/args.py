@@ -29,6 +29,8 @@ from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
 
 DEFAULT_SHM_SIZE = "1Gi"
+# The gang scheduler integrations, each a module of trainjobs.scheduling.
+GANG_SCHEDULERS = ("kueue", "volcano", "coscheduling")
 INT32_MAX = 2**31 - 1
 
 
@@ -343,6 +345,27 @@ class TrainJobArgs(_PodFields):
     """How long `pulumi up` waits for each initializer Job, and training pods wait for their markers."""
     extra_roles: Optional[dict[str, ExtraRole]] = Field(default_factory=dict)
     """Role name -> pods beside training that get no training env (TensorBoard, an evaluator)."""
+    gang_scheduler: Optional[str] = None
+    """Gang scheduling of the job's pods (training pods, launcher, initializers) as one unit: "kueue"
+    (admission by a Kueue LocalQueue), "volcano" (a Volcano PodGroup) or "coscheduling" (a scheduler-plugins
+    PodGroup). Default: none, each Job is scheduled on its own. See docs/scheduling.md."""
+    queue: Optional[str] = None
+    """The queue the job waits in: a Kueue LocalQueue name (gang_scheduler "kueue") or a Volcano queue
+    (gang_scheduler "volcano"; default Volcano's `default`)."""
+    priority_class: Optional[str] = None
+    """Priority of the job in its queue: a Kueue WorkloadPriorityClass (gang_scheduler "kueue"), or the
+    PodGroup's priorityClassName (gang_scheduler "volcano" or "coscheduling"). Pod priority stays with
+    priority_class_name."""
+    schedule_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    """How long the scheduler tries to place the whole group before giving up for a while
+    (coscheduling's `scheduleTimeoutSeconds`, default the plugin's). Coscheduling only."""
+    scheduler_name: Optional[str] = None
+    """The pods' `schedulerName`. Default: the cluster's default scheduler, or the one the gang
+    scheduler needs ("volcano" for Volcano; coscheduling needs the name of a scheduler profile that
+    enables the Coscheduling plugin, e.g. "scheduler-plugins-scheduler")."""
+    suspend: Optional[bool] = None
+    """Job `spec.suspend`: true creates the Jobs suspended (nothing runs until something resumes them).
+    Default: unset. Under Kueue, Kueue owns the field and the job leaves it alone."""
     pod_spec_overrides: Optional[dict[str, Any]] = None
     """PodSpec fields the arguments do not model, in Kubernetes' camelCase (hostNetwork, dnsPolicy,
     topologySpreadConstraints, shareProcessNamespace, ...), set on every training pod. Fields the job
@@ -353,6 +376,14 @@ class TrainJobArgs(_PodFields):
     job_spec_overrides: Optional[dict[str, Any]] = None
     """JobSpec fields the arguments do not model (podFailurePolicy, successPolicy, ...), set on every training
     Job. Fields the job derives or has an argument for are refused."""
+
+    @field_validator("gang_scheduler")
+    @classmethod
+    def _known_gang_scheduler(cls, value: Any) -> Any:
+        if value is not None and value not in GANG_SCHEDULERS:
+            raise ValueError(f'unknown gang scheduler {shown(value)}: use one of {", ".join(GANG_SCHEDULERS)}, '
+                             "or leave it unset for none")
+        return value
 
     @field_validator("workspace_size", mode="before")
     @classmethod
