@@ -115,7 +115,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from trainjobs.tools.importer import emit
 
     try:
-        imported = importer.import_files(args.files, allow_dropped=args.allow_dropped)
+        imported = importer.import_files(args.files, allow_dropped=args.allow_dropped, namespace=args.namespace)
     except importer.ImportFailed as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -173,6 +173,7 @@ def parser() -> argparse.ArgumentParser:
                         "by name needs no file), MPIJobs (kubeflow.org/v2beta1), Volcano Jobs")
     p.add_argument("--to", choices=("python", "yaml"), default="python",
                    help="python: a Pulumi Python program (default); yaml: a Pulumi YAML program")
+    p.add_argument("--namespace", metavar="NS", help="namespace of the manifests that name none (as kubectl -n)")
     p.add_argument("--allow-dropped", action="store_true",
                    help="import even when fields cannot be expressed; each is listed in the output and on stderr")
     p.set_defaults(func=cmd_import)

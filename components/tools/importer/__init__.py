@@ -85,8 +85,8 @@ def read_files(paths: list[str]) -> list[Document]:
     return documents
 
 
-def import_files(paths: list[str], allow_dropped: bool = False) -> list[Imported]:
-    return import_documents(read_files(paths), allow_dropped)
+def import_files(paths: list[str], allow_dropped: bool = False, namespace: str | None = None) -> list[Imported]:
+    return import_documents(read_files(paths), allow_dropped, namespace)
 
 
 def _kind(document: Document) -> tuple[str, str]:
@@ -100,8 +100,10 @@ def _kind(document: Document) -> tuple[str, str]:
     return key
 
 
-def import_documents(documents: list[Document], allow_dropped: bool = False) -> list[Imported]:
-    """Every job in the documents, or ImportFailed naming every problem."""
+def import_documents(documents: list[Document], allow_dropped: bool = False,
+                     namespace: str | None = None) -> list[Imported]:
+    """Every job in the documents, or ImportFailed naming every problem. `namespace` is that of manifests
+    naming none (as `kubectl apply -n`)."""
     from trainjobs.tools.importer import kubeflow, mpioperator, volcano
 
     problems: list[str] = []
@@ -110,6 +112,9 @@ def import_documents(documents: list[Document], allow_dropped: bool = False) -> 
     runtime_labels: dict[tuple[str, str], str] = {}
     jobs: list[tuple[Document, tuple[str, str]]] = []
     for document in documents:
+        metadata = document.body.get("metadata")
+        if namespace is not None and isinstance(metadata, dict) and not metadata.get("namespace"):
+            metadata["namespace"] = namespace
         try:
             api, kind = _kind(document)
             if kind in kubeflow.RUNTIME_KINDS:
