@@ -143,6 +143,8 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
     if launcher_as_worker:
         findings.note("spec.runLauncherAsWorker", "the launcher's hostfile line comes last (the MPI Operator lists it "
                                                   "first, Kubeflow Trainer v2.3 last): rank order changes")
+    findings.note("spec.mpiReplicaSpecs", "no K_MPI_JOB_ROLE env (the pods' role is the trainjobs.io/role label), "
+                                          "and a launcher without GPUs keeps NVIDIA_VISIBLE_DEVICES unset")
     findings.note("spec.mpiReplicaSpecs", f"hostfile names are <job>-node-0-<i>.<job> (the MPI Operator's "
                                           f"<job>-worker-<i>.<job>.<namespace>.svc); the format is "
                                           f"{IMPLEMENTATIONS[implementation]}'s")

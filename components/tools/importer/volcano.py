@@ -194,8 +194,8 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
             findings.cannot("spec.tasks", f"tasks {', '.join(others)} beside master and worker")
         findings.note("spec.plugins.ssh", "an ECDSA P-521 key pair generated once and kept in Pulumi state (Volcano: "
                                           "RSA 2048 per job), with no ssh config file")
-    pods_in_gang = master_count + worker_count + sum(t.get("replicas", 1) for _, t in others.values())
-    if args.get("gang_scheduler") and spec.get("minAvailable", total) != pods_in_gang:
-        findings.note("spec.minAvailable", f"{spec.get('minAvailable')}: the gang is every pod of the job "
-                                           f"({pods_in_gang})")
+    training_pods = master_count + worker_count
+    if args.get("gang_scheduler") and spec.get("minAvailable", training_pods) != training_pods:
+        findings.note("spec.minAvailable", f"{spec.get('minAvailable')}: the gang holds all {training_pods} training "
+                                           "pods, not a minimum")
     return component, name, args
