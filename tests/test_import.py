@@ -295,7 +295,8 @@ def test_built_in_runtimes_by_name_need_no_file(tmp_path, runtime, component):
 
 # ---- the printed programs -----------------------------------------------------------------------------------
 
-ALL = [("kubeflow-multi-node.yaml",), ("kubeflow-kueue.yaml",), ("kubeflow-volcano.yaml",), ("mpi-pi-openmpi.yaml",),
+ALL = [("kubeflow-multi-node.yaml",), ("kubeflow-kueue.yaml",), ("kubeflow-volcano.yaml",), ("kubeflow-deepspeed.yaml",),
+       ("mpi-pi-openmpi.yaml",),
        ("volcano-pytorch.yaml",)]
 
 
@@ -346,3 +347,34 @@ def test_the_command_fails_with_every_problem_and_no_program(capsys, tmp_path):
     assert "working_dir" in errors[1] and "--allow-dropped" in errors[2]
     assert main(["import", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read it" in capsys.readouterr().err
+
+
+def kubeflow_mpi(trainjob: dict, runtime: dict) -> tuple[dict[str, str], list[str]]:
+    """Launcher env and hostfile lines by Kubeflow Trainer v2.3's MPI plugin (reference §5, §14): OpenMPI only;
+    with runLauncherAsNode the node Job has numNodes - 1 pods and the launcher's line comes last."""
+    name, mpi = trainjob["metadata"]["name"], runtime["spec"]["mlPolicy"]["mpi"]
+    slots = str(mpi.get("numProcPerNode", 1))
+    nodes = trainjob["spec"]["trainer"]["numNodes"] - (1 if mpi.get("runLauncherAsNode") else 0)
+    hosts = [f"{name}-node-0-{i}.{name}" for i in range(nodes)]
+    if mpi.get("runLauncherAsNode"):
+        hosts.append(f"{name}-launcher-0-0.{name}")
+    env = {"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+           "OMPI_MCA_orte_set_default_slots": slots, "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10"}
+    return env, [f"{host} slots={slots}" for host in hosts]
+
+
+def test_kubeflow_deepspeed_runtime_file_gives_the_launcher_kubeflows_env_and_hostfile():
+    runtime, trainjob = source("kubeflow-deepspeed.yaml")
+    [job] = imported("kubeflow-deepspeed.yaml")
+    assert job.component == "MpiTrainJob" and job.args["runtime"]["ssh_port"] == 2222
+    assert job.args["runtime"]["launcher"]["image"] == "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
+    objects = objects_of(job)
+    [launcher] = pods(objects, "t5-launcher-0")
+    env, lines = kubeflow_mpi(trainjob, runtime)
+    for name, value in env.items():
+        assert launcher.containers[0].env[name].startswith(value) if name in SSH_OPTIONS else \
+            launcher.containers[0].env[name] == value
+    assert launcher.files["/etc/mpi/hostfile"].content.decode().splitlines() == lines
+    [node] = pods(objects, "t5-node-0")
+    assert node.containers[0].command[-4:] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
+    assert launcher.containers[0].command[-3:] == ["mpirun", "python", "/workspace/train.py"]

@@ -7,7 +7,6 @@ the source system behaved differently (a documented deviation, flagged for the u
 """
 
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,7 +252,3 @@ def command_from_args(fields: dict[str, Any], findings: Findings, path: str) -> 
         fields["command"] = fields.pop("args")
         findings.note(f"{path}.args", "no command: the args are run as the command (trainjobs' own entrypoint "
                                       "runs first, so the image's ENTRYPOINT is not used)")
-
-
-def camel_to_words(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", " ", name).lower()

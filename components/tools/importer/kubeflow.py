@@ -133,9 +133,13 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
     for key, value in jobset.items():
         if key == "replicatedJobs":
             continue
-        if key == "network" and value == {**value, "enableDNSHostnames": True, "publishNotReadyAddresses": True}:
+        if key == "network" and all(value.get(k, True) is True for k in ("enableDNSHostnames",
+                                                                          "publishNotReadyAddresses")):
             require(not value.get("subdomain"), f"runtime {name}: spec.template.spec.network.subdomain: pod DNS "
                                                 "names use the job name as subdomain")
+            require(set(value) <= {"enableDNSHostnames", "publishNotReadyAddresses", "subdomain"},
+                    f"runtime {name}: spec.template.spec.network: only DNS hostnames and not-ready addresses, which "
+                    "the job's headless Service always has")
             continue
         if key == "successPolicy" and framework == "mpi":
             findings.note(f"spec.template.spec.{key}", "the MPI job ends when its launcher ends: the launcher tells "
@@ -157,11 +161,10 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
                 findings.cannot(f"{path}.template.spec.{key}", "Job settings of a runtime have no argument here; "
                                                                "give them to the job (e.g. backoff_limit)")
         pod = (job_template.get("spec") or {}).get("template") or {}
-        if role == TRAINER or rjob_name == "node":
-            key = "node"
-            main = "node"
-        elif role == LAUNCHER or rjob_name == LAUNCHER:
-            key, main = LAUNCHER, "node"
+        if framework == "mpi" and rjob_name in ("node", LAUNCHER):   # MPI: the launcher is the trainer ancestor
+            key, main = rjob_name, "node"
+        elif framework != "mpi" and (role == TRAINER or rjob_name == "node"):
+            key, main = "node", "node"
         elif role in INITIALIZERS:
             key, main = INITIALIZERS[role], role
         else:
