@@ -297,7 +297,7 @@ def test_built_in_runtimes_by_name_need_no_file(tmp_path, runtime, component):
 
 ALL = [("kubeflow-multi-node.yaml",), ("kubeflow-kueue.yaml",), ("kubeflow-volcano.yaml",), ("kubeflow-deepspeed.yaml",),
        ("mpi-pi-openmpi.yaml",),
-       ("volcano-pytorch.yaml",)]
+       ("volcano-pytorch.yaml",), ("volcano-mpi.yaml",)]
 
 
 @pytest.mark.parametrize("files", ALL)
@@ -378,3 +378,25 @@ def test_kubeflow_deepspeed_runtime_file_gives_the_launcher_kubeflows_env_and_ho
     [node] = pods(objects, "t5-node-0")
     assert node.containers[0].command[-4:] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
     assert launcher.containers[0].command[-3:] == ["mpirun", "python", "/workspace/train.py"]
+
+
+def test_volcano_mpi_job_gets_a_hostfile_of_the_hosts_volcano_lists_in_mpi_host(tmp_path):
+    [job] = imported("volcano-mpi.yaml")
+    [vcjob] = source("volcano-mpi.yaml")
+    assert (job.component, job.args["gang_scheduler"], job.args["num_nodes"]) == ("MpiTrainJob", "volcano", 2)
+    objects = objects_of(job)
+    [launcher] = pods(objects, "lm-mpi-job-launcher-0")
+    # Volcano's mpi plugin: MPI_HOST on the master, one name per worker pod (reference peers §1.2).
+    workers = next(t for t in vcjob["spec"]["tasks"] if t["name"] == "mpiworker")["replicas"]
+    volcano_hosts = [f"lm-mpi-job-mpiworker-{i}.lm-mpi-job" for i in range(workers)]
+    hostfile = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()
+    assert [line.split()[0] for line in hostfile] == [h.replace("mpiworker-", "node-0-") for h in volcano_hosts]
+    assert [p["containerPort"] for p in next(o for o in objects if o["metadata"]["name"] == "lm-mpi-job-node-0")
+            ["spec"]["template"]["spec"]["containers"][0]["ports"]] == [22]   # the plugin's port, opened once
+    # The published command reads Volcano's host list, which the job does not give: named, not dropped quietly.
+    published = "MPI_HOST=`cat /etc/volcano/mpiworker.host | tr \"\\n\" \",\"`;\nmpiexec --host ${MPI_HOST} -np 2 x;\n"
+    vcjob["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = published
+    (tmp_path / "mpi.yaml").write_text(yaml.safe_dump(vcjob))
+    with pytest.raises(ImportFailed, match=r"spec.tasks\[0\].template.spec.containers\[0\].command: cannot be "
+                                           r"expressed: the command reads Volcano's host list"):
+        import_files([str(tmp_path / "mpi.yaml")])

@@ -56,6 +56,16 @@ def _pods(task: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]
     return {**pod.fields, **pod.overrides}
 
 
+def _without_port(pods: dict[str, Any], port: str) -> dict[str, Any]:
+    """The plugin's own port left out: the job opens its trainer or ssh port itself."""
+    ports = [p for p in pods.get("ports") or [] if str(p.get("containerPort")) != port]
+    if ports:
+        pods["ports"] = ports
+    else:
+        pods.pop("ports", None)
+    return pods
+
+
 def _same_template(master: dict[str, Any], worker: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]:
     """One template for every training pod: where master and worker differ, the workers' (the most pods)."""
     for key in sorted(set(master) | set(worker)):
@@ -124,8 +134,9 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
                                         "plugin's master)")
     master_index, master = by_name[flags["master"]]
     worker_index, worker = by_name.get(flags["worker"], (None, None))
-    master_pods = _pods(master, findings, f"spec.tasks[{master_index}]")
-    worker_pods = _pods(worker, findings, f"spec.tasks[{worker_index}]") if worker is not None else None
+    master_pods = _without_port(_pods(master, findings, f"spec.tasks[{master_index}]"), flags["port"])
+    worker_pods = (_without_port(_pods(worker, findings, f"spec.tasks[{worker_index}]"), flags["port"])
+                   if worker is not None else None)
     master_count = master.get("replicas", 1)
     worker_count = worker.get("replicas", 1) if worker is not None else 0
     others = {t["name"]: (i, t) for t_name, (i, t) in by_name.items() if t_name not in (flags["master"], flags["worker"])}
