@@ -10,11 +10,11 @@ import re
 import typing
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
 from trainjobs.core.args import EnvVar
 from trainjobs.tools.importer import Imported
+from trainjobs.tools.render import DUMPER, to_yaml
 
 
 def _identifier(name: str) -> str:
@@ -104,6 +104,14 @@ def schema_properties(model: type[BaseModel], values: dict[str, Any]) -> dict[st
     return out
 
 
+class _ProgramDumper(DUMPER):
+    """render's YAML (multi-line text as literal blocks), keys in the program's order."""
+
+
+_ProgramDumper.add_representer(dict, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map",
+                                                                                   list(data.items())))
+
+
 def pulumi_yaml(imported: list[Imported], sources: list[str]) -> str:
     from trainjobs.tools.provider import COMPONENTS
 
@@ -116,7 +124,7 @@ def pulumi_yaml(imported: list[Imported], sources: list[str]) -> str:
                "resources": {job.name: {"type": f"trainjobs:index:{job.component}",
                                         "properties": schema_properties(args_types[job.component], job.args)}
                              for job in imported}}
-    return "\n".join(header) + "\n" + yaml.safe_dump(program, sort_keys=False, width=110)
+    return "\n".join(header) + "\n" + to_yaml(program, _ProgramDumper)
 
 
 __all__ = ["findings_lines", "pulumi_yaml", "python", "schema_properties"]
