@@ -400,3 +400,17 @@ def test_volcano_mpi_job_gets_a_hostfile_of_the_hosts_volcano_lists_in_mpi_host(
     with pytest.raises(ImportFailed, match=r"spec.tasks\[0\].template.spec.containers\[0\].command: cannot be "
                                            r"expressed: the command reads Volcano's host list"):
         import_files([str(tmp_path / "mpi.yaml")])
+
+
+def test_runtime_fields_that_cannot_be_expressed_are_named_with_the_runtimes_file(tmp_path):
+    runtime, trainjob = source("kubeflow-volcano.yaml")
+    runtime["spec"]["podGroupPolicy"]["volcano"] = {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 3}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "job.yaml")])
+    assert [p.split(": ", 2)[2] for p in failed.value.problems] == [
+        "spec.podGroupPolicy.volcano.networkTopology: cannot be expressed: the job's Volcano PodGroup has no network "
+        "topology argument",
+        "spec.template.spec.failurePolicy: cannot be expressed: JobSet settings have no argument (the job is Indexed "
+        "Jobs and a Service, not a JobSet)"]

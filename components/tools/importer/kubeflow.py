@@ -184,7 +184,9 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
             if not arguments.overrides.get("container_overrides"):
                 arguments.overrides.pop("container_overrides", None)
         for target, values in arguments.overrides.items():
-            if overrides.setdefault(target, values) != values:
+            if key in INITIALIZERS.values():
+                findings.cannot(pod_path, f"{target} of an initializer: the job's overrides are for training pods")
+            elif overrides.setdefault(target, values) != values:
                 findings.cannot(f"{pod_path}", f"{target} differ between roles; the job sets one for every "
                                                "training pod")
         runtime[key] = fields
