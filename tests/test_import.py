@@ -414,3 +414,16 @@ def test_runtime_fields_that_cannot_be_expressed_are_named_with_the_runtimes_fil
         "topology argument",
         "spec.template.spec.failurePolicy: cannot be expressed: JobSet settings have no argument (the job is Indexed "
         "Jobs and a Service, not a JobSet)"]
+
+
+def test_a_runtime_templates_scheduler_name_is_the_jobs_and_namespace_fills_in_a_missing_one(tmp_path):
+    runtime, trainjob = source("kubeflow-volcano.yaml")
+    del runtime["spec"]["podGroupPolicy"]
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["schedulerName"] = "scheduler-plugins-scheduler"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    [job] = import_files([str(tmp_path / "job.yaml")], namespace="team-a")
+    assert (job.args["scheduler_name"], job.args["namespace"]) == ("scheduler-plugins-scheduler", "team-a")
+    assert "gang_scheduler" not in job.args and "scheduler_name" not in job.args["runtime"]["node"]
+    [view] = pods(objects_of(job), "volcano-example-node-0")[:1]
+    assert view.namespace == "team-a"

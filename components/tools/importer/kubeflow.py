@@ -175,6 +175,10 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
         arguments = pod_arguments(pod, findings, pod_path, main=main)
         note_restart_policy(findings, arguments.restart_policy, f"{pod_path}.spec.restartPolicy")
         fields = _template(arguments.fields)
+        scheduler = fields.pop("scheduler_name", None)
+        if scheduler is not None and not (scheduler == "volcano" and job_args.get("gang_scheduler") == "volcano"):
+            if job_args.setdefault("scheduler_name", scheduler) != scheduler:
+                findings.cannot(f"{pod_path}.spec.schedulerName", "the roles name different schedulers")
         if key == "node" and framework == "mpi":
             probe = (arguments.overrides.get("container_overrides") or {}).pop("readinessProbe", None)
             if probe and "tcpSocket" in probe:
