@@ -14,6 +14,9 @@ mounted read-only in the job's pods, so a stock image runs them (at most 1 MiB i
 
       code: {files: [train.py], mount_path: /workspace}
 
+An optional `profile` (a PlatformProfile: namespace, queue, gang scheduler, GPU tolerations, ...) gives
+every job its defaults; each job's own arguments override them.
+
 Every entry is checked before anything is created; the problems stop the program as a
 pulumi.RunError, which `pulumi up` and `trainjobs render` print without a traceback.
 """
@@ -159,7 +162,11 @@ def ship_code(job: Job) -> list[pulumi.Resource]:
 
 
 config = pulumi.Config()
+# The platform's defaults for every job (a PlatformProfile); a job's own `profile` replaces them.
+profile = config.get_object("profile")
 for job in read_jobs(config.full_key("jobs"), config.require_object("jobs")):
+    if profile is not None:
+        job.args.setdefault("profile", profile)
     shipped = ship_code(job)
     component = job.component(job.name, job.args, pulumi.ResourceOptions(depends_on=shipped))
     pulumi.export(job.name, {key: getattr(component, key) for key in component.outputs_type.model_fields})

@@ -63,6 +63,10 @@ class Family:
     """Roles the family's Jobs and objects are named after; no extra role may take these names."""
     reserved_env: ClassVar[Mapping[str, str]] = {}
     """Variables the family derives, each with the argument that sets it instead; user env may not set them."""
+    start_after: ClassVar[Mapping[str, str]] = {}
+    """Role -> the role whose pods must be ready before its pods start (JobSet `dependsOn` Ready)."""
+    success_roles: ClassVar[tuple[str, ...]] = ()
+    """Roles whose completion completes the job (JobSet `successPolicy`); empty: every training role."""
 
     def roles(self, job: Job) -> list[TrainingRole]:
         raise NotImplementedError
@@ -80,6 +84,12 @@ class Family:
 
     def outputs(self, job: Job, roles: list[TrainingRole]) -> JobOutputs:
         raise NotImplementedError
+
+    def restart_refusal(self, job: Job) -> str | None:
+        """Why a training pod replaced alone (failure_policy.backoff_limit_per_index) could not rejoin the
+        running ranks, or None when it can. Most families fix every rank's peers when the pods start."""
+        return ("a replaced pod cannot rejoin the running ranks: the family fixes each rank and its peers "
+                "when the job starts")
 
     def reserved_env_message(self, names: list[str]) -> str:
         """The error for user env that sets reserved variables, in Kubeflow Trainer's words."""

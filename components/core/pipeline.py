@@ -9,10 +9,12 @@ every problem at once, naming the argument behind each, before anything register
 from dataclasses import dataclass
 from typing import Any
 
+from trainjobs.backends import Workload, backend, controller_jobs
 from trainjobs.kube import apivalidation
 from trainjobs.core import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
-from trainjobs.core.errors import IssueCollector
+from trainjobs.core.errors import Issue, IssueCollector
+from trainjobs.core.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
 from trainjobs.core.family import Family, Job, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
@@ -21,7 +23,10 @@ from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, RESERVED_LABELS, SER
 from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
+from trainjobs.core.profile import apply_profile, from_profile
+from trainjobs.kube.requests import total_requests
 from trainjobs.kube.templates import upsert
+from trainjobs.scheduling import schedule
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
 
@@ -40,11 +45,14 @@ class TrainJobPlan:
     # (dependent, prerequisite) object names: under `pulumi up` the dependent is created only
     # after the prerequisite is ready (for a Job without skipAwait: complete).
     ordering: tuple[tuple[str, str], ...] = ()
+    # Object name -> input paths Pulumi leaves alone (fields a scheduler such as Kueue owns).
+    ignore_changes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
-    job = Job(name, args)
+    sourced = from_profile(args)
+    job = Job(name, apply_profile(args))
     roles = family.roles(job)
     for role in roles:
         if role.pods:
@@ -53,7 +61,7 @@ def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     family.check(job, roles)
     objects = family.objects(job, roles)
     outputs = family.outputs(job, roles)
-    return _plan(family, job, roles, outputs, objects)
+    return _plan(family, job, roles, outputs, objects, sourced)
 
 
 def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> None:
@@ -85,7 +93,7 @@ def check_reserved_env(issues: IssueCollector, family: Family, templates: list[P
 
 
 def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutputs,
-          objects: list[dict[str, Any]]) -> TrainJobPlan:
+          objects: list[dict[str, Any]], sourced: frozenset[str] = frozenset()) -> TrainJobPlan:
     """The family's roles and objects plus what every job has, checked, as a plan.
 
     Training pods mount the initializers' workspace and wait for them; extra roles get nothing from
@@ -97,6 +105,7 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     setup = initializers(name, args, runtime, issues)
     check_job(issues, name, args, runtime)
     check_overrides(issues, args)
+    check_failure_policy(issues, args, family.restart_refusal(job))
 
     jobs = []
     for r in roles:
@@ -108,20 +117,38 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                           key=lambda m: m.get("mountPath"))
             volumes.append(setup.volume)
             waits = setup.wait_container(r.template) + waits
-        jobs.append(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime, args,
-                                                extra_volumes=volumes, init_containers=waits,
-                                                dns_config=r.dns_config), args))
-    ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
-    manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
-                 *extra_role_jobs(name, args, runtime))
+        jobs.append(apply_failure_policy(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime,
+                                                                     args, extra_volumes=volumes, init_containers=waits,
+                                                                     dns_config=r.dns_config), args),
+                                         args, training=True))
+    initializer_jobs = tuple(apply_failure_policy(m, args, training=False)
+                             for m in setup.manifests if m["kind"] == "Job")
+    assembly = backend(args.backend).assemble(Workload(name, args, runtime, tuple(jobs), initializer_jobs,
+                                                       family.start_after, family.success_roles))
+    manifests = [headless_service(name, runtime, args), *objects,
+                 *(m for m in setup.manifests if m["kind"] != "Job"), *assembly.objects,
+                 *(apply_failure_policy(m, args, training=False) for m in extra_role_jobs(name, args, runtime))]
+    scheduled = schedule(name, args, manifests, [job["metadata"]["name"] for job in jobs], issues)
+    manifests = scheduled.manifests
+    # The API server's rules apply to the Jobs that run, whichever backend creates them.
+    running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
-    for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
+    for issue in argpaths.issues(apivalidation.problems(running), running, sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
+    if sourced:   # a value the job only inherits is named where it is set: in the profile
+        issues.issues = [Issue(f"profile.{i.field}", i.message) if _top_field(i.field) in sourced else i
+                         for i in issues.issues]
     issues.raise_if_any(family.component, name)
+    outputs = outputs.model_copy(update={"requests": total_requests(manifests)})
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=ordering)
+                        ordering=assembly.ordering,
+                        ignore_changes=tuple((n, tuple(p)) for n, p in sorted(scheduled.ignore_changes.items())))
+
+
+def _top_field(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
 
 
 def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: list[TrainingRole],

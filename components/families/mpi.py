@@ -357,6 +357,9 @@ class MpiFamily(Family):
 
     outputs_type = MpiOutputs
     roles_used = (LAUNCHER, NODE, MPI_ROLE)
+    # As Kubeflow's MPI runtimes: the launcher starts once the nodes' sshd is ready, and its end is the job's.
+    start_after = {LAUNCHER: NODE}
+    success_roles = (LAUNCHER,)
     reserved_env = RESERVED_ENV
 
     def __init__(self, component: str, args_type: type[MpiTrainJobArgs]) -> None:
@@ -468,6 +471,10 @@ class MpiFamily(Family):
 
     def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
         return {hostfile_name(job.name): {("data",): "num_nodes"}}
+
+    def restart_refusal(self, job: Job) -> str | None:
+        return ("mpirun on the launcher starts every rank once, over ssh, when the job starts; a replaced node pod "
+                "is not part of the running MPI job, and a replaced launcher starts a new one beside the old ranks")
 
     def outputs(self, job: Job, roles: list[TrainingRole]) -> MpiOutputs:
         name, args = job.name, job.args

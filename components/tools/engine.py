@@ -62,6 +62,8 @@ class RegisteredResource:
     dependencies: tuple[str, ...]
     protect: bool
     inputs: dict[str, Any]
+    ignore_changes: tuple[str, ...] = ()
+    """Input paths the engine would leave undiffed (the resource's ignore_changes option)."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -177,6 +179,7 @@ class _RecordingMonitor(MockMonitor):
                 urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
                 parent_urn=parent, provider=request.provider or None,
                 dependencies=tuple(request.dependencies), protect=bool(request.protect), inputs=inputs,
+                ignore_changes=tuple(request.ignoreChanges),
             ))
         return response
 

@@ -15,6 +15,7 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
+from trainjobs.backends import controller_jobs
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 
@@ -201,6 +202,9 @@ def tree(result: StackResult) -> str:
         detail = ""
         if resource.is_kubernetes and resource.kind == "Job":
             detail = f"  ({manifests[resource.urn]['spec'].get('completions', 1)} pods)"
+        elif resource.is_kubernetes and resource.kind == "JobSet":
+            detail = "  (" + ", ".join(f"{job['metadata']['name']}: {job['spec'].get('completions', 1)} pods"
+                                       for job in controller_jobs([manifests[resource.urn]])) + ")"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):

@@ -1,0 +1,24 @@
+"""The `jobs` backend: the Indexed Jobs themselves, with no controller beyond Kubernetes' own.
+
+Pulumi orders them: training Jobs are created once the initializer Jobs complete. One failed rank
+fails its Job (within its backoff limit), and nothing restarts the other roles.
+"""
+
+from typing import Any
+
+from . import Assembly, Workload
+
+
+class JobsBackend:
+    kinds = ("Job",)
+
+    def assemble(self, workload: Workload) -> Assembly:
+        ordering = tuple((job["metadata"]["name"], prerequisite["metadata"]["name"])
+                         for job in workload.jobs for prerequisite in workload.prerequisites)
+        return Assembly((*workload.prerequisites, *workload.jobs), ordering)
+
+    def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return None   # a Job is what runs
+
+
+BACKEND = JobsBackend()
