@@ -427,3 +427,30 @@ def test_a_runtime_templates_scheduler_name_is_the_jobs_and_namespace_fills_in_a
     assert "gang_scheduler" not in job.args and "scheduler_name" not in job.args["runtime"]["node"]
     [view] = pods(objects_of(job), "volcano-example-node-0")[:1]
     assert view.namespace == "team-a"
+
+
+def test_the_queue_and_the_gang_group_survive_into_the_objects():
+    [kueue] = imported("kubeflow-kueue.yaml")
+    [job] = [o for o in objects_of(kueue) if o["kind"] == "Job"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
+
+    # Kubeflow's Volcano plugin: PodGroup named after the TrainJob, minMember the sum of its pod sets (the node
+    # pods here), pods annotated scheduling.k8s.io/group-name=<TrainJob> (reference §1, §2).
+    [volcano] = imported("kubeflow-volcano.yaml")
+    _, trainjob = source("kubeflow-volcano.yaml")
+    objects = objects_of(volcano)
+    [group] = [o for o in objects if o["kind"] == "PodGroup"]
+    assert (group["metadata"]["name"], group["spec"]["minMember"]) == ("volcano-example",
+                                                                       trainjob["spec"]["trainer"]["numNodes"])
+    pod = next(o for o in objects if o["kind"] == "Job")["spec"]["template"]
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "volcano-example"
+    assert pod["spec"]["schedulerName"] == "volcano"
+
+    # A Volcano Job's queue; its gang holds the training pods (master and worker), not the TensorBoard task.
+    [vcjob_import] = imported("volcano-pytorch.yaml", allow_dropped=True)
+    objects = objects_of(vcjob_import)
+    [group] = [o for o in objects if o["kind"] == "PodGroup"]
+    assert (group["spec"]["queue"], group["spec"]["minMember"]) == ("research", 3)
+    grouped = {o["metadata"]["name"] for o in objects if o["kind"] == "Job" and "scheduling.k8s.io/group-name" in
+               o["spec"]["template"]["metadata"].get("annotations", {})}
+    assert grouped == {"pytorch-job-node-0"}
