@@ -92,6 +92,15 @@ def test_kubeflow_scheduling_survives_the_import():
     assert image == "pytorch/pytorch:2.10.0-cuda12.8-cudnn9-runtime"
 
 
+def test_kueue_owns_suspend_so_a_trainjobs_suspend_is_left_to_it(tmp_path):
+    [trainjob] = source("kubeflow-kueue.yaml")
+    trainjob["spec"]["suspend"] = True   # as Kueue's TrainJob page and Kubeflow's Kueue example set it
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
+    [job] = import_files([str(tmp_path / "job.yaml")])
+    assert "suspend" not in job.args and job.args["gang_scheduler"] == "kueue"
+    assert [n.path for n in job.findings.notes] == ["spec.suspend"]
+
+
 def test_kubeflow_suspend_and_a_volcano_queue_of_the_runtime_template(tmp_path):
     runtime, trainjob = source("kubeflow-volcano.yaml")
     runtime["spec"]["template"]["metadata"] = {"annotations": {"scheduling.volcano.sh/queue-name": "gpu"}}

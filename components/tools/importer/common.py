@@ -252,3 +252,13 @@ def command_from_args(fields: dict[str, Any], findings: Findings, path: str) -> 
         fields["command"] = fields.pop("args")
         findings.note(f"{path}.args", "no command: the args are run as the command (trainjobs' own entrypoint "
                                       "runs first, so the image's ENTRYPOINT is not used)")
+
+
+def kueue_owns_suspend(args: dict[str, Any], findings: Findings, path: str) -> None:
+    """Under Kueue the job leaves `suspend` to Kueue (its webhook suspends the Jobs, admission resumes them),
+    which is what a TrainJob or MPIJob's `suspend: true` asked Kueue for."""
+    if args.get("gang_scheduler") == "kueue" and "suspend" in args:
+        value = args.pop("suspend")
+        findings.note(path, f"suspend: {str(value).lower()} left out: Kueue suspends the Jobs and resumes them on "
+                            "admission (see docs/scheduling.md)")
+

@@ -13,8 +13,8 @@ from kubeflow_trainer_api.models import (TrainerV1alpha1ClusterTrainingRuntime, 
                                          TrainerV1alpha1TrainJob)
 
 from trainjobs.core.errors import shown
-from trainjobs.tools.importer.common import (Finding, Findings, SourceError, env_argument, note_restart_policy,
-                                             pod_arguments, require, resources, unknown_fields)
+from trainjobs.tools.importer.common import (Finding, Findings, SourceError, env_argument, kueue_owns_suspend,
+                                             note_restart_policy, pod_arguments, require, resources, unknown_fields)
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
@@ -297,6 +297,7 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
         if (source.get("secretRef") or {}).get("name"):
             initializer["secret_name"] = source["secretRef"]["name"]
         args[argument] = initializer
+    kueue_owns_suspend(args, findings, "spec.suspend")
     if args.get("gang_scheduler") is None and (args.get("queue") or args.get("priority_class")):
         findings.cannot("metadata", "a queue without a gang scheduler")
     return component, name, args

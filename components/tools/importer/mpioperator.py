@@ -11,7 +11,7 @@ from typing import Any
 
 from trainjobs.core.errors import shown
 from trainjobs.tools.importer.common import (Findings, SourceError, check_keys, check_pod_template, command_from_args,
-                                             note_restart_policy, pod_arguments, require)
+                                             kueue_owns_suspend, note_restart_policy, pod_arguments, require)
 from trainjobs.tools.importer.kubeflow import KUEUE_PRIORITY, KUEUE_QUEUE
 
 API = "the v2beta1 MPIJob API"
@@ -183,6 +183,7 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
         args["gang_scheduler"] = "volcano"
     if args.get("gang_scheduler") is None:
         args.pop("gang_scheduler", None)
+    kueue_owns_suspend(args, findings, "spec.runPolicy.suspend")
     if args.get("queue") and not args.get("gang_scheduler"):
         raise SourceError("a queue is named but no gang scheduler; give the job gang_scheduler yourself")
     return "MpiTrainJob", name, args
