@@ -13,8 +13,12 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import trainjobs
+from trainjobs.core.pipeline import derive
+from trainjobs.families.torch import TORCH, TorchTrainJobArgs
 from trainjobs.tools.cli import main
 from trainjobs.tools.importer import ImportFailed, Imported, emit, import_files
 from trainjobs.tools.podview import ObjectIndex, pod_view
@@ -56,7 +60,8 @@ def kubeflow_torch_env(trainjob: dict, runtime_resources: dict | None, index: in
               (res.get(side) or {}).items())
     if nproc == "auto" and not gpu:
         cpu = (res.get("requests") or {}).get("cpu") or (res.get("limits") or {}).get("cpu")
-        nproc = str(max(1, math.ceil(float(cpu)))) if cpu else "1"
+        cores = float(cpu[:-1]) / 1000 if str(cpu).endswith("m") else float(cpu or 0)   # Quantity.Value()
+        nproc = str(max(1, math.ceil(cores))) if cores else "1"
     return {"PET_NNODES": str(trainer.get("numNodes", 1)), "PET_NPROC_PER_NODE": nproc, "PET_NODE_RANK": str(index),
             "PET_MASTER_ADDR": f"{name}-node-0-0.{name}", "PET_MASTER_PORT": "29500"}
 
@@ -463,3 +468,32 @@ def test_the_queue_and_the_gang_group_survive_into_the_objects():
     grouped = {o["metadata"]["name"] for o in objects if o["kind"] == "Job" and "scheduling.k8s.io/group-name" in
                o["spec"]["template"]["metadata"].get("annotations", {})}
     assert grouped == {"pytorch-job-node-0"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nodes=st.integers(1, 6), nproc=st.none() | st.integers(1, 8),
+       cpu=st.none() | st.sampled_from(["500m", "1", "2.5", "3500m", "8"]), gpus=st.sampled_from([None, "1", "4"]),
+       cpu_side=st.sampled_from(["requests", "limits"]))
+def test_any_torch_trainjob_imports_to_pods_with_kubeflows_pet_env(tmp_path, nodes, nproc, cpu, gpus, cpu_side):
+    trainer: dict = {"numNodes": nodes, "command": ["torchrun", "train.py"]}
+    if nproc is not None:
+        trainer["numProcPerNode"] = nproc
+    res: dict = {}
+    if cpu is not None:
+        res.setdefault(cpu_side, {})["cpu"] = cpu
+    if gpus is not None:
+        res.setdefault("limits", {})["nvidia.com/gpu"] = gpus
+    if res:
+        trainer["resourcesPerNode"] = res
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "prop"},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer}}
+    (tmp_path / "prop.yaml").write_text(yaml.safe_dump(trainjob))
+    [job] = import_files([str(tmp_path / "prop.yaml")])
+    plan = derive(TORCH, job.name, TorchTrainJobArgs.model_validate(job.args))
+    index = ObjectIndex(list(plan.manifests))
+    node_job = index.get("Job", "prop-node-0")
+    assert node_job["spec"]["completions"] == nodes
+    for i in sorted({0, nodes - 1}):
+        env = pod_view(node_job, i, index).containers[0].env
+        expected = kubeflow_torch_env(trainjob, None, i)
+        assert {k: env[k] for k in expected} == expected
