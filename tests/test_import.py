@@ -497,3 +497,28 @@ def test_any_torch_trainjob_imports_to_pods_with_kubeflows_pet_env(tmp_path, nod
         env = pod_view(node_job, i, index).containers[0].env
         expected = kubeflow_torch_env(trainjob, None, i)
         assert {k: env[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("implementation", ["Intel", "MPICH", "OpenMPI"])
+@pytest.mark.parametrize("launcher_as_worker", [False, True])
+def test_every_mpi_implementation_and_the_launcher_as_worker(tmp_path, implementation, launcher_as_worker):
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["mpiImplementation"] = implementation
+    mpijob["spec"]["runLauncherAsWorker"] = launcher_as_worker
+    mpijob["spec"]["slotsPerWorker"] = 4
+    mpijob["metadata"]["namespace"] = "hpc"
+    (tmp_path / "pi.yaml").write_text(yaml.safe_dump(mpijob))
+    [job] = import_files([str(tmp_path / "pi.yaml")])
+    objects = objects_of(job)
+    [launcher] = pods(objects, "pi-launcher-0")
+    env = launcher.containers[0].env
+    for name, value in mpi_operator_launcher_env(mpijob).items():
+        assert env[RENAMED.get(name, name)].startswith(value) if name in SSH_OPTIONS | set(RENAMED) else \
+            env[name] == value
+    workers = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    lines = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()
+    assert len(lines) == workers + launcher_as_worker   # the MPI Operator's host count
+    assert all(re.fullmatch(HOSTFILE_LINE[implementation], line).group(2) == "4" for line in lines)
+    if launcher_as_worker:
+        assert lines[-1].split()[0].split(":")[0].startswith("pi-launcher-0-0")
+        assert any(n.path == "spec.runLauncherAsWorker" for n in job.findings.notes)
