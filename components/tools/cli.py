@@ -1,4 +1,5 @@
-"""`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally."""
+"""`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally, import
+jobs from Kubeflow Trainer, the MPI Operator and Volcano."""
 
 import argparse
 import os
@@ -109,6 +110,25 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from trainjobs.tools import importer   # imported here: only this command reads Kubeflow's API models
+    from trainjobs.tools.importer import emit
+
+    try:
+        imported = importer.import_files(args.files, allow_dropped=args.allow_dropped, namespace=args.namespace)
+    except importer.ImportFailed as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if any("cannot be expressed" in problem for problem in exc.problems):
+            print("error: nothing was imported; change the source, or pass --allow-dropped to import without the "
+                  "fields named (each is then listed in the output)", file=sys.stderr)
+        return 2
+    for line in emit.findings_lines(imported):
+        print(line, file=sys.stderr)
+    print((emit.pulumi_yaml if args.to == "yaml" else emit.python)(imported, args.files), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="trainjobs", description=__doc__)
     top.add_argument("--version", action="version", version=f"trainjobs {__version__}")
@@ -150,6 +170,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true",
                    help="echo every line, with sshd's connection messages and known harmless messages")
     p.set_defaults(func=cmd_run_local)
+    p = sub.add_parser("import", help="print the component call equivalent to a Kubeflow TrainJob (with its "
+                                      "runtime), an MPI Operator MPIJob or a Volcano Job")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="YAML manifests: TrainJobs and the (Cluster)TrainingRuntimes they use (a built-in runtime "
+                        "by name needs no file), MPIJobs (kubeflow.org/v2beta1), Volcano Jobs")
+    p.add_argument("--to", choices=("python", "yaml"), default="python",
+                   help="python: a Pulumi Python program (default); yaml: a Pulumi YAML program")
+    p.add_argument("--namespace", metavar="NS", help="namespace of the manifests that name none (as kubectl -n)")
+    p.add_argument("--allow-dropped", action="store_true",
+                   help="import even when fields cannot be expressed; each is listed in the output and on stderr")
+    p.set_defaults(func=cmd_import)
     return top
 
 

@@ -42,8 +42,9 @@ from trainjobs.platform.namespace import TrainingNamespace
 from trainjobs.tools import wire
 from trainjobs.tools.engine import _train_job_error
 
-COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
-              XGBoostTrainJob, TrainingNamespace)
+JOB_COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
+                  XGBoostTrainJob)
+COMPONENTS = (*JOB_COMPONENTS, TrainingNamespace)
 # Components whose outputs are declared by an outputs model (`outputs_type`), not by annotations.
 _MODELLED = (TrainJobComponent, TrainingNamespace)
 

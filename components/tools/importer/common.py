@@ -1,0 +1,264 @@
+"""What every source system's import shares: the findings it reports, the strict check of a manifest's
+fields against its API's schema, and the translation of a Kubernetes pod template into job arguments.
+
+Every field of the source is accounted for: it becomes an argument, it is a value trainjobs already
+derives the same way, or it is reported, either as a field the job cannot express or as a place where
+the source system behaved differently (a documented deviation, flagged for the user).
+"""
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubeflow_trainer_api.models import IoK8sApiCoreV1PodTemplateSpec
+from pydantic import BaseModel
+
+from trainjobs.core.errors import shown
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One field of the source, and what the import says about it."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class Findings:
+    """What one source document's import found, besides the arguments."""
+
+    source: str
+    unknown: list[Finding] = field(default_factory=list)
+    """Fields the source API does not have (a typo, or another version of the API): always an error."""
+    unexpressed: list[Finding] = field(default_factory=list)
+    """Fields of the source API the job cannot express: an error unless the user accepts dropping them."""
+    notes: list[Finding] = field(default_factory=list)
+    """Where the source system behaved differently from the imported job (see docs/deviations.md)."""
+
+    def cannot(self, path: str, message: str) -> None:
+        self.unexpressed.append(Finding(path, message))
+
+    def note(self, path: str, message: str) -> None:
+        self.notes.append(Finding(path, message))
+
+
+class SourceError(ValueError):
+    """A document that is not one the import reads, or not valid for its own API."""
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise SourceError(message)
+
+
+# ---- strict fields -----------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any], value: Any) -> dict[str, Any]:
+    """The schema node that describes `value`: references followed, the union branch of its JSON type."""
+    while True:
+        if "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[1]]
+        elif "anyOf" in node or "oneOf" in node:
+            options = node.get("anyOf") or node.get("oneOf")
+            wanted = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else None
+            matching = [o for o in options if o.get("type") == wanted or "$ref" in o]
+            if not matching:
+                return {}
+            node = matching[0]
+        else:
+            return node
+
+
+def unknown_fields(value: Any, model: type[BaseModel], path: str) -> list[str]:
+    """Paths of the keys in `value` that `model`'s API schema does not have (the published models keep
+    unknown keys quietly out, so a typo would vanish: this finds them first)."""
+    schema = _schema(model)
+    defs = schema.get("$defs", {})
+    found: list[str] = []
+
+    def walk(item: Any, node: dict[str, Any], where: str) -> None:
+        node = _resolve(node, defs, item)
+        if isinstance(item, dict):
+            properties = node.get("properties")
+            extra = node.get("additionalProperties")
+            for key, sub in item.items():
+                sub_path = f"{where}.{key}" if where else str(key)
+                if properties is not None:
+                    if key not in properties:
+                        found.append(sub_path)
+                    else:
+                        walk(sub, properties[key], sub_path)
+                elif isinstance(extra, dict):
+                    walk(sub, extra, sub_path)
+        elif isinstance(item, list) and isinstance(node.get("items"), dict):
+            for i, sub in enumerate(item):
+                walk(sub, node["items"], f"{where}[{i}]")
+
+    walk(value, schema, path)
+    return found
+
+
+def check_keys(findings: Findings, value: Any, known: set[str], path: str, api: str) -> None:
+    """Keys of a mapping that `api` does not define, reported as unknown (for the parts of a source API
+    that no published model describes)."""
+    if not isinstance(value, dict):
+        raise SourceError(f"{path}: expected a mapping, got {type(value).__name__}")
+    for key in value:
+        if key not in known:
+            findings.unknown.append(Finding(f"{path}.{key}", f"not a field of {api}"))
+
+
+def check_pod_template(findings: Findings, template: Any, path: str) -> None:
+    """A Kubernetes pod template's unknown fields, from the core models Kubeflow publishes."""
+    for where in unknown_fields(template, IoK8sApiCoreV1PodTemplateSpec, path):
+        findings.unknown.append(Finding(where, "not a field of a Kubernetes PodTemplateSpec"))
+
+
+# ---- pod templates -----------------------------------------------------------------------------------------
+
+# PodSpec fields with an argument of their own (the rest go to pod_spec_overrides).
+_POD_ARGUMENTS = {
+    "volumes": "volumes", "nodeSelector": "node_selector", "tolerations": "tolerations", "affinity": "affinity",
+    "serviceAccountName": "service_account_name", "serviceAccount": "service_account_name",
+    "priorityClassName": "priority_class_name", "securityContext": "security_context",
+    "initContainers": "init_containers", "schedulerName": "scheduler_name",
+}
+# Container fields with an argument of their own (the rest go to container_overrides).
+_CONTAINER_ARGUMENTS = {
+    "image": "image", "imagePullPolicy": "image_pull_policy", "command": "command", "args": "args",
+    "env": "env", "envFrom": "env_from", "workingDir": "working_dir", "volumeMounts": "volume_mounts",
+    "securityContext": "container_security_context", "ports": "ports",
+}
+
+
+def quantity(value: Any) -> str:
+    """A Kubernetes quantity as the string Kubernetes prints (YAML may give `1` or `0.5`)."""
+    return value if isinstance(value, str) else str(value)
+
+
+def resources(value: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for side in ("requests", "limits"):
+        if value.get(side):
+            out[side] = {name: quantity(amount) for name, amount in value[side].items()}
+    for key in value:
+        if key not in ("requests", "limits"):
+            findings.cannot(f"{path}.{key}", "resource claims have no argument; give the pods their devices "
+                                             "by requests and limits")
+    return out
+
+
+def env_argument(env: list[dict[str, Any]]) -> Any:
+    """Env as the job takes it: a mapping when every variable is a plain value, else the Kubernetes list."""
+    if all(set(var) <= {"name", "value"} for var in env):
+        return {var["name"]: var.get("value", "") for var in env}
+    return env
+
+
+@dataclass
+class PodArguments:
+    """A Kubernetes pod template as the job's pod arguments."""
+
+    fields: dict[str, Any]
+    """Pod arguments (image, command, env, resources_per_node, volumes, ...)."""
+    overrides: dict[str, dict[str, Any]]
+    """pod_spec_overrides and container_overrides."""
+    restart_policy: str | None
+    container_name: str | None
+
+
+def pod_arguments(template: dict[str, Any], findings: Findings, path: str,
+                  main: str | None = None) -> PodArguments:
+    """The pod arguments of a pod template; `main` names the training container (default: the first).
+
+    Other containers become sidecars (run as native sidecars, so the Job ends when training does).
+    """
+    metadata = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    containers = spec.get("containers") or []
+    require(bool(containers), f"{path}.spec.containers: a pod template needs a container")
+    names = [c.get("name") for c in containers]
+    index = names.index(main) if main is not None and main in names else 0
+    require(main is None or main in names,
+            f"{path}.spec.containers: no container named {shown(main)} (the one the source system trains in); "
+            f"containers: {', '.join(map(str, names))}")
+    container = containers[index]
+    fields: dict[str, Any] = {}
+    overrides: dict[str, dict[str, Any]] = {}
+    where = f"{path}.spec.containers[{index}]"
+    for key, value in container.items():
+        if key == "name":
+            continue
+        if key == "resources":
+            fields["resources_per_node"] = resources(value or {}, findings, f"{where}.resources")
+        elif key == "env":
+            fields["env"] = env_argument(value or [])
+        elif key in _CONTAINER_ARGUMENTS:
+            if value is not None:
+                fields[_CONTAINER_ARGUMENTS[key]] = value
+        else:
+            overrides.setdefault("container_overrides", {})[key] = value
+    others = [c for i, c in enumerate(containers) if i != index]
+    if others:
+        fields["sidecars"] = others
+        findings.note(f"{path}.spec.containers", f"{', '.join(shown(c.get('name')) for c in others)} run as native "
+                                                 "sidecars (restartPolicy: Always init containers), so the Job "
+                                                 "completes when the training container ends")
+    restart_policy = None
+    for key, value in spec.items():
+        if key == "containers":
+            continue
+        if key == "restartPolicy":
+            restart_policy = value
+        elif key in ("hostname", "subdomain"):
+            findings.cannot(f"{path}.spec.{key}", "pod DNS names are derived from the job name "
+                                                  "(<job>-<role>-0-<index>.<job>); remove it")
+        elif key == "imagePullSecrets":
+            fields["image_pull_secrets"] = [s["name"] for s in value or []]
+        elif key in _POD_ARGUMENTS:
+            fields[_POD_ARGUMENTS[key]] = value
+        else:
+            overrides.setdefault("pod_spec_overrides", {})[key] = value
+    if metadata.get("labels"):
+        fields["pod_labels"] = dict(metadata["labels"])
+    if metadata.get("annotations"):
+        fields["pod_annotations"] = dict(metadata["annotations"])
+    for key in metadata:
+        if key not in ("labels", "annotations"):
+            findings.cannot(f"{path}.metadata.{key}", "a pod template takes only labels and annotations here")
+    return PodArguments(fields, overrides, restart_policy, container.get("name"))
+
+
+def note_restart_policy(findings: Findings, policy: str | None, path: str) -> None:
+    """trainjobs pods never restart in place; retries are the Job's backoff_limit."""
+    if policy not in (None, "Never"):
+        findings.note(path, f"restartPolicy {policy}: trainjobs pods use restartPolicy Never and fail fast "
+                            "(backoff_limit 0: one failed pod fails the job); set backoff_limit to retry")
+
+
+def command_from_args(fields: dict[str, Any], findings: Findings, path: str) -> None:
+    """A container with args but no command runs the image's entrypoint with them; the MPI family runs
+    its own entrypoint before the command, so the args become the command."""
+    if not fields.get("command") and fields.get("args"):
+        fields["command"] = fields.pop("args")
+        findings.note(f"{path}.args", "no command: the args are run as the command (trainjobs' own entrypoint "
+                                      "runs first, so the image's ENTRYPOINT is not used)")
+
+
+def kueue_owns_suspend(args: dict[str, Any], findings: Findings, path: str) -> None:
+    """Under Kueue the job leaves `suspend` to Kueue (its webhook suspends the Jobs, admission resumes them),
+    which is what a TrainJob or MPIJob's `suspend: true` asked Kueue for."""
+    if args.get("gang_scheduler") == "kueue" and "suspend" in args:
+        value = args.pop("suspend")
+        findings.note(path, f"suspend: {str(value).lower()} left out: Kueue suspends the Jobs and resumes them on "
+                            "admission (see docs/scheduling.md)")
+

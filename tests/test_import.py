@@ -1,0 +1,524 @@
+"""`trainjobs import`: published Kubeflow Trainer, MPI Operator and Volcano examples (tests/imports/) become
+components whose pods get the training env the source system gives, by the tables the library follows
+(docs/deviations.md; Kubeflow Trainer v2.3's torch plugin, the MPI Operator v2beta1 controller, Volcano's
+pytorch plugin). Each expected value below is computed from the source manifest by the source system's
+rule, not from the library.
+"""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trainjobs
+from trainjobs.core.pipeline import derive
+from trainjobs.families.torch import TORCH, TorchTrainJobArgs
+from trainjobs.tools.cli import main
+from trainjobs.tools.importer import ImportFailed, Imported, emit, import_files
+from trainjobs.tools.podview import ObjectIndex, pod_view
+from trainjobs.tools.provider import TrainJobsProvider
+from trainjobs.tools.render import kubernetes_objects
+from trainjobs.testing import run
+
+IMPORTS = Path(__file__).parent / "imports"
+SCHEMA = json.loads((Path(__file__).parents[1] / "provider" / "schema.json").read_text())
+
+
+def imported(*files: str, **options) -> list[Imported]:
+    return import_files([str(IMPORTS / f) for f in files], **options)
+
+
+def objects_of(job: Imported) -> list[dict]:
+    component = getattr(trainjobs, job.component)
+    return kubernetes_objects(run(lambda: component(job.name, job.args)))
+
+
+def pods(objects: list[dict], job_name: str) -> list:
+    index = ObjectIndex(objects)
+    job = index.get("Job", job_name)
+    return [pod_view(job, i, index) for i in range(job["spec"]["completions"])]
+
+
+def source(file: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all((IMPORTS / file).read_text()) if d]
+
+
+# ---- Kubeflow Trainer v2.3: the torch plugin's table ---------------------------------------------------------
+
+def kubeflow_torch_env(trainjob: dict, runtime_resources: dict | None, index: int) -> dict[str, str]:
+    """PET_* of node pod `index`, by Kubeflow Trainer v2.3's torch plugin (reference §3.3, §3.4)."""
+    name, trainer = trainjob["metadata"]["name"], trainjob["spec"].get("trainer") or {}
+    res = trainer.get("resourcesPerNode") or runtime_resources or {}
+    nproc = str(trainer["numProcPerNode"]) if "numProcPerNode" in trainer else "auto"
+    gpu = any("gpu" in k.lower() and float(v) > 0 for side in ("requests", "limits") for k, v in
+              (res.get(side) or {}).items())
+    if nproc == "auto" and not gpu:
+        cpu = (res.get("requests") or {}).get("cpu") or (res.get("limits") or {}).get("cpu")
+        cores = float(cpu[:-1]) / 1000 if str(cpu).endswith("m") else float(cpu or 0)   # Quantity.Value()
+        nproc = str(max(1, math.ceil(cores))) if cores else "1"
+    return {"PET_NNODES": str(trainer.get("numNodes", 1)), "PET_NPROC_PER_NODE": nproc, "PET_NODE_RANK": str(index),
+            "PET_MASTER_ADDR": f"{name}-node-0-0.{name}", "PET_MASTER_PORT": "29500"}
+
+
+@pytest.mark.parametrize("file", ["kubeflow-multi-node.yaml", "kubeflow-kueue.yaml", "kubeflow-volcano.yaml"])
+def test_kubeflow_torch_examples_give_every_node_pod_kubeflows_env_and_hostname(file):
+    [job] = imported(file)
+    trainjob = next(d for d in source(file) if d["kind"] == "TrainJob")
+    assert job.component == "TorchTrainJob" and job.name == trainjob["metadata"]["name"]
+    objects = objects_of(job)
+    views = pods(objects, f"{job.name}-node-0")
+    assert len(views) == trainjob["spec"]["trainer"]["numNodes"]
+    for view in views:
+        expected = kubeflow_torch_env(trainjob, None, view.index)
+        assert {k: view.containers[0].env[k] for k in expected} == expected
+        assert view.dns_names[0] == f"{job.name}-node-0-{view.index}.{job.name}"   # as JobSet names the pod
+        assert view.containers[0].command == (trainjob["spec"]["trainer"].get("command") or [])
+    ports = [p["containerPort"] for p in next(o for o in objects if o["kind"] == "Job")["spec"]["template"]["spec"]
+             ["containers"][0]["ports"]]
+    assert ports == [29500]
+
+
+def test_kubeflow_scheduling_survives_the_import():
+    [kueue] = imported("kubeflow-kueue.yaml")
+    assert (kueue.args["gang_scheduler"], kueue.args["queue"], kueue.args["namespace"]) == ("kueue", "user-queue",
+                                                                                             "default")
+    assert "labels" not in kueue.args   # the queue label is the queue argument, not a label
+    [volcano] = imported("kubeflow-volcano.yaml")
+    assert volcano.args["gang_scheduler"] == "volcano"
+    assert volcano.args["runtime"] == {"name": "torch-distributed-volcano",
+                                       "node": {"image": "pytorch/pytorch:2.10.0-cuda12.8-cudnn9-runtime"}}
+    image = pods(objects_of(volcano), "volcano-example-node-0")[0].containers[0].image
+    assert image == "pytorch/pytorch:2.10.0-cuda12.8-cudnn9-runtime"
+
+
+def test_kueue_owns_suspend_so_a_trainjobs_suspend_is_left_to_it(tmp_path):
+    [trainjob] = source("kubeflow-kueue.yaml")
+    trainjob["spec"]["suspend"] = True   # as Kueue's TrainJob page and Kubeflow's Kueue example set it
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
+    [job] = import_files([str(tmp_path / "job.yaml")])
+    assert "suspend" not in job.args and job.args["gang_scheduler"] == "kueue"
+    assert [n.path for n in job.findings.notes] == ["spec.suspend"]
+
+
+def test_kubeflow_suspend_and_a_volcano_queue_of_the_runtime_template(tmp_path):
+    runtime, trainjob = source("kubeflow-volcano.yaml")
+    runtime["spec"]["template"]["metadata"] = {"annotations": {"scheduling.volcano.sh/queue-name": "gpu"}}
+    trainjob["spec"]["suspend"] = True
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    [job] = import_files([str(tmp_path / "job.yaml")])
+    assert (job.args["gang_scheduler"], job.args["queue"], job.args["suspend"]) == ("volcano", "gpu", True)
+
+
+# ---- the MPI Operator v2beta1 controller's table -------------------------------------------------------------
+
+def mpi_operator_launcher_env(mpijob: dict) -> dict[str, str]:
+    """The launcher env the MPI Operator gives (reference §13.3), by implementation."""
+    slots = str(mpijob["spec"].get("slotsPerWorker", 1))
+    implementation = mpijob["spec"].get("mpiImplementation", "OpenMPI")
+    return {"OpenMPI": {"OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+                        "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+                        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+                        "OMPI_MCA_orte_set_default_slots": slots},
+            "Intel": {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+                      "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "-o ConnectionAttempts=10", "I_MPI_PERHOST": slots},
+            "MPICH": {"HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+                      "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"}}[implementation]
+
+
+# Where trainjobs deliberately differs (docs/deviations.md): the ssh options carry more than the operator's
+# one option, and MPICH reads HYDRA_LAUNCHER_EXTRA_ARGS, not the HYDRA_LAUNCH_EXTRA_ARGS the operator sets.
+SSH_OPTIONS = {"OMPI_MCA_plm_rsh_args", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"}
+RENAMED = {"HYDRA_LAUNCH_EXTRA_ARGS": "HYDRA_LAUNCHER_EXTRA_ARGS"}
+HOSTFILE_LINE = {"OpenMPI": r"(\S+) slots=(\d+)", "MPICH": r"(\S+):(\d+)", "Intel": r"(\S+):(\d+)"}
+
+
+@pytest.mark.parametrize("file", ["mpi-pi-openmpi.yaml", "mpi-pi-mpich.yaml"])
+def test_mpi_operator_pi_examples_give_the_launcher_the_operators_env_and_hostfile_format(file):
+    [job] = imported(file, namespace="default")
+    [mpijob] = source(file)
+    assert job.component == "MpiTrainJob"
+    objects = objects_of(job)
+    [launcher] = pods(objects, "pi-launcher-0")
+    env = launcher.containers[0].env
+    for name, value in mpi_operator_launcher_env(mpijob).items():
+        if name in SSH_OPTIONS or name in RENAMED:
+            assert env[RENAMED.get(name, name)].startswith(value)
+        else:
+            assert env[name] == value
+    workers = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    hostfile = launcher.files["/etc/mpi/hostfile"].content.decode()
+    lines = hostfile.splitlines()
+    implementation = mpijob["spec"].get("mpiImplementation", "OpenMPI")
+    assert len(lines) == workers
+    for i, line in enumerate(lines):
+        host, slots = re.fullmatch(HOSTFILE_LINE[implementation], line).groups()
+        assert (host, slots) == (f"pi-node-0-{i}.pi", str(mpijob["spec"]["slotsPerWorker"]))
+    worker_pods = pods(objects, "pi-node-0")
+    assert len(worker_pods) == workers
+    worker_template = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    sshd = [*(worker_template.get("command") or []), *worker_template["args"]]
+    assert worker_pods[0].containers[0].command[-len(sshd):] == sshd   # the worker's own sshd command
+    assert launcher.containers[0].command[-4:] == ["mpirun", "-n", "2", "/home/mpiuser/pi"]
+    readiness = next(o for o in objects if o["metadata"]["name"] == "pi-node-0")["spec"]["template"]["spec"][
+        "containers"][0]["readinessProbe"]
+    assert readiness["tcpSocket"]["port"] == 2222   # the images' sshd port, as the MPICH example's probe says
+
+
+def test_mpi_operator_settings_survive_and_the_differences_are_flagged():
+    [job] = imported("mpi-pi-openmpi.yaml")
+    runtime = job.args["runtime"]
+    assert (runtime["ssh_auth_mount_path"], runtime["num_proc_per_node"], runtime["mpi_implementation"]) == (
+        "/home/mpiuser/.ssh", 1, "OpenMPI")
+    assert (job.args["num_nodes"], job.args["ttl_seconds_after_finished"], job.args["backoff_limit"]) == (2, 60, 0)
+    assert runtime["launcher"]["security_context"] == {"fsGroup": 1000}
+    assert any("fsGroup 1000" in n.message for n in job.findings.notes)
+    mpich = imported("mpi-pi-mpich.yaml", namespace="team")[0]
+    assert mpich.args["runtime"]["launcher"]["command"] == ["mpirun", "-n", "2", "/home/mpiuser/pi"]
+    assert any(n.path.endswith("containers[0].args") for n in mpich.findings.notes)
+
+
+def test_an_mpijob_with_a_volcano_scheduling_policy_keeps_queue_and_priority(tmp_path):
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["runPolicy"]["schedulingPolicy"] = {"queue": "hpc", "priorityClass": "high", "minAvailable": 3}
+    for replica in mpijob["spec"]["mpiReplicaSpecs"].values():
+        replica["template"]["spec"]["schedulerName"] = "volcano"
+    (tmp_path / "pi.yaml").write_text(yaml.safe_dump(mpijob))
+    [job] = import_files([str(tmp_path / "pi.yaml")])
+    assert {k: job.args[k] for k in ("gang_scheduler", "queue", "priority_class", "scheduler_name")} == {
+        "gang_scheduler": "volcano", "queue": "hpc", "priority_class": "high", "scheduler_name": "volcano"}
+
+
+# ---- Volcano's pytorch plugin --------------------------------------------------------------------------------
+
+def volcano_pytorch_env(job: dict, task: str, index: int, world_counts_every_task: bool) -> dict[str, str]:
+    """What Volcano's pytorch plugin gives pod `index` of `task` (reference peers §1.1): MASTER_ADDR, MASTER_PORT
+    and WORLD_SIZE to every pod of every task, RANK to master and worker pods. Before volcano-sh/volcano#4281
+    WORLD_SIZE counted every task's pods."""
+    name = job["metadata"]["name"]
+    tasks = {t["name"]: t.get("replicas", 1) for t in job["spec"]["tasks"]}
+    world = sum(tasks.values()) if world_counts_every_task else tasks["master"] + tasks["worker"]
+    env = {"MASTER_ADDR": f"{name}-master-0.{name}", "MASTER_PORT": "23456", "WORLD_SIZE": str(world)}
+    if task in ("master", "worker"):
+        env["RANK"] = str(index if task == "master" else index + 1)
+    return env
+
+
+def test_volcano_pytorch_job_gives_the_correct_env_and_flags_the_world_size_bug():
+    [job] = imported("volcano-pytorch.yaml", allow_dropped=True)
+    [vcjob] = source("volcano-pytorch.yaml")
+    assert job.component == "TorchTrainJob" and job.args["torchrun"] is False
+    objects = objects_of(job)
+    views = pods(objects, "pytorch-job-node-0")
+    # Volcano's pods in rank order: master-0, worker-0, worker-1; the imported pods: node indexes 0, 1, 2.
+    source_pods = [("master", 0), ("worker", 0), ("worker", 1)]
+    master_view = views[0]
+    for view, (task, i) in zip(views, source_pods, strict=True):
+        expected = volcano_pytorch_env(vcjob, task, i, world_counts_every_task=False)
+        env = view.containers[0].env
+        assert (env["WORLD_SIZE"], env["RANK"]) == (expected["WORLD_SIZE"], expected["RANK"])
+        # MASTER_ADDR names rank 0's pod in both; MASTER_PORT is the port rank 0's container opens.
+        assert env["MASTER_ADDR"] == master_view.dns_names[0]
+        assert env["MASTER_PORT"] == "29500"
+    assert volcano_pytorch_env(vcjob, "worker", 0, world_counts_every_task=True)["WORLD_SIZE"] == "4"
+    [tensorboard] = pods(objects, "pytorch-job-tensorboard-0")
+    assert not {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"} & set(tensorboard.containers[0].env)
+    flagged = [n.message for n in job.findings.notes if n.path == "spec.tasks"]
+    assert flagged and "4 instead of 3" in flagged[0] and "volcano-sh/volcano#4281" in flagged[0]
+    assert (job.args["gang_scheduler"], job.args["queue"]) == ("volcano", "research")
+    assert [f.path for f in job.findings.unexpressed] == ["spec.tasks[1].template (working_dir)"]
+
+
+def test_volcano_template_difference_is_an_error_unless_dropping_is_allowed():
+    with pytest.raises(ImportFailed) as failed:
+        imported("volcano-pytorch.yaml")
+    assert failed.value.problems == [
+        f"{IMPORTS / 'volcano-pytorch.yaml'}: Job pytorch-job: spec.tasks[1].template (working_dir): cannot be "
+        'expressed: master and worker pods differ here ("None" and "/home"); every training pod has one template']
+
+
+# ---- strict fields ------------------------------------------------------------------------------------------
+
+def test_unknown_fields_are_named_and_nothing_is_imported(tmp_path):
+    [trainjob] = source("kubeflow-multi-node.yaml")
+    trainjob["spec"]["trainer"]["numNode"] = 2
+    trainjob["spec"]["podTemplateOverrides"] = []
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["slotPerWorker"] = 2
+    mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
+    [vcjob] = source("volcano-pytorch.yaml")
+    vcjob["spec"]["tasks"][0]["replica"] = 1
+    files = []
+    for i, document in enumerate((trainjob, mpijob, vcjob)):
+        (tmp_path / f"{i}.yaml").write_text(yaml.safe_dump(document))
+        files.append(str(tmp_path / f"{i}.yaml"))
+    with pytest.raises(ImportFailed) as failed:
+        import_files(files, allow_dropped=True)
+    unknown = sorted(p.split(": ")[2] for p in failed.value.problems)
+    assert unknown == ["spec.mpiReplicaSpecs.Worker.template.spec.containers[0].imagePullPolice",
+                       "spec.podTemplateOverrides", "spec.slotPerWorker", "spec.tasks[0].replica",
+                       "spec.trainer.numNode"]
+    assert any("replaced by runtimePatches in v2.2" in p for p in failed.value.problems)
+
+
+def test_fields_that_cannot_be_expressed_are_named_or_dropped_on_request(tmp_path):
+    [trainjob] = source("kubeflow-multi-node.yaml")
+    trainjob["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": {}}]
+    trainjob["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "job.yaml")])
+    assert [p.split(": ")[2] for p in failed.value.problems] == ["spec.managedBy", "spec.runtimePatches[0]"]
+    [job] = import_files([str(tmp_path / "job.yaml")], allow_dropped=True)
+    code = emit.python([job], ["job.yaml"])
+    assert "#   dropped: spec.runtimePatches[0]: give the patched fields" in code
+    assert "#   dropped: spec.managedBy:" in code
+
+
+def test_a_runtime_that_is_neither_given_nor_built_in_or_given_without_its_job(tmp_path):
+    [trainjob] = source("kubeflow-multi-node.yaml")
+    trainjob["spec"]["runtimeRef"]["name"] = "torch-custom"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
+    with pytest.raises(ImportFailed, match="neither in the files given nor a built-in runtime"):
+        import_files([str(tmp_path / "job.yaml")])
+    runtime, _ = source("kubeflow-volcano.yaml")
+    (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
+    with pytest.raises(ImportFailed, match="no TrainJob given uses this runtime"):
+        import_files([str(tmp_path / "runtime.yaml")])
+
+
+@pytest.mark.parametrize("runtime, component", [("deepspeed-distributed", "DeepSpeedTrainJob"),
+                                                ("mlx-distributed", "MlxTrainJob"),
+                                                ("torchtune-llama3.2-1b", "TorchTuneTrainJob"),
+                                                ("jax-distributed", "JaxTrainJob"),
+                                                ("xgboost-distributed", "XGBoostTrainJob")])
+def test_built_in_runtimes_by_name_need_no_file(tmp_path, runtime, component):
+    document = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "job"},
+                "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": 1}}}
+    if component in ("DeepSpeedTrainJob", "MlxTrainJob"):
+        document["spec"]["trainer"]["command"] = ["mpirun", "python", "train.py"]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(document))
+    [job] = import_files([str(tmp_path / "job.yaml")])
+    assert (job.component, job.args["runtime"]) == (component, runtime)
+
+
+# ---- the printed programs -----------------------------------------------------------------------------------
+
+ALL = [("kubeflow-multi-node.yaml",), ("kubeflow-kueue.yaml",), ("kubeflow-volcano.yaml",), ("kubeflow-deepspeed.yaml",),
+       ("mpi-pi-openmpi.yaml",),
+       ("volcano-pytorch.yaml",), ("volcano-mpi.yaml",)]
+
+
+@pytest.mark.parametrize("files", ALL)
+def test_the_printed_python_program_registers_the_imported_job(files):
+    jobs = imported(*files, allow_dropped=True)
+    code = emit.python(jobs, list(files))
+    program = run(lambda: exec(compile(code, "imported.py", "exec"), {}))
+    direct = run(lambda: [getattr(trainjobs, j.component)(j.name, j.args) for j in jobs])
+    assert kubernetes_objects(program) == kubernetes_objects(direct)
+
+
+@pytest.mark.parametrize("files", ALL)
+def test_the_printed_yaml_program_constructs_the_same_objects_through_the_provider(files):
+    jobs = imported(*files, allow_dropped=True)
+    document = yaml.safe_load(emit.pulumi_yaml(jobs, list(files)))
+    provider = TrainJobsProvider()
+    schema_inputs = {token: set(r["inputProperties"]) for token, r in SCHEMA["resources"].items()}
+
+    def program():
+        for name, resource in document["resources"].items():
+            assert set(resource["properties"]) <= schema_inputs[resource["type"]]
+            provider.construct(name, resource["type"], resource["properties"], pulumi.ResourceOptions())
+
+    through_provider = run(program)
+    direct = run(lambda: [getattr(trainjobs, j.component)(j.name, j.args) for j in jobs])
+    assert kubernetes_objects(through_provider) == kubernetes_objects(direct)
+
+
+def test_the_command_prints_python_or_yaml_and_notes_on_stderr(capsys):
+    assert main(["import", str(IMPORTS / "kubeflow-kueue.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "from trainjobs import TorchTrainJob" in out and "'queue': 'user-queue'" in out
+    assert main(["import", "--to", "yaml", "--allow-dropped", str(IMPORTS / "volcano-pytorch.yaml")]) == 0
+    captured = capsys.readouterr()
+    assert "type: trainjobs:index:TorchTrainJob" in captured.out and "gangScheduler: volcano" in captured.out
+    assert "warning: " in captured.err and "dropped spec.tasks[1].template (working_dir)" in captured.err
+    assert "note: " in captured.err and "volcano-sh/volcano#4281" in captured.err
+
+
+def test_the_command_fails_with_every_problem_and_no_program(capsys, tmp_path):
+    (tmp_path / "bad.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    assert main(["import", str(IMPORTS / "volcano-pytorch.yaml"), str(tmp_path / "bad.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    errors = captured.err.splitlines()
+    assert errors[0].startswith(f"error: {tmp_path / 'bad.yaml'}: Pod p: apiVersion \"v1\" kind \"Pod\" is not one")
+    assert "working_dir" in errors[1] and "--allow-dropped" in errors[2]
+    assert main(["import", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read it" in capsys.readouterr().err
+
+
+def kubeflow_mpi(trainjob: dict, runtime: dict) -> tuple[dict[str, str], list[str]]:
+    """Launcher env and hostfile lines by Kubeflow Trainer v2.3's MPI plugin (reference §5, §14): OpenMPI only;
+    with runLauncherAsNode the node Job has numNodes - 1 pods and the launcher's line comes last."""
+    name, mpi = trainjob["metadata"]["name"], runtime["spec"]["mlPolicy"]["mpi"]
+    slots = str(mpi.get("numProcPerNode", 1))
+    nodes = trainjob["spec"]["trainer"]["numNodes"] - (1 if mpi.get("runLauncherAsNode") else 0)
+    hosts = [f"{name}-node-0-{i}.{name}" for i in range(nodes)]
+    if mpi.get("runLauncherAsNode"):
+        hosts.append(f"{name}-launcher-0-0.{name}")
+    env = {"OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile", "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+           "OMPI_MCA_orte_set_default_slots": slots, "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10"}
+    return env, [f"{host} slots={slots}" for host in hosts]
+
+
+def test_kubeflow_deepspeed_runtime_file_gives_the_launcher_kubeflows_env_and_hostfile():
+    runtime, trainjob = source("kubeflow-deepspeed.yaml")
+    [job] = imported("kubeflow-deepspeed.yaml")
+    assert job.component == "MpiTrainJob" and job.args["runtime"]["ssh_port"] == 2222
+    assert job.args["runtime"]["launcher"]["image"] == "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0"
+    objects = objects_of(job)
+    [launcher] = pods(objects, "t5-launcher-0")
+    env, lines = kubeflow_mpi(trainjob, runtime)
+    for name, value in env.items():
+        assert launcher.containers[0].env[name].startswith(value) if name in SSH_OPTIONS else \
+            launcher.containers[0].env[name] == value
+    assert launcher.files["/etc/mpi/hostfile"].content.decode().splitlines() == lines
+    [node] = pods(objects, "t5-node-0")
+    assert node.containers[0].command[-4:] == ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
+    assert launcher.containers[0].command[-3:] == ["mpirun", "python", "/workspace/train.py"]
+
+
+def test_volcano_mpi_job_gets_a_hostfile_of_the_hosts_volcano_lists_in_mpi_host(tmp_path):
+    [job] = imported("volcano-mpi.yaml")
+    [vcjob] = source("volcano-mpi.yaml")
+    assert (job.component, job.args["gang_scheduler"], job.args["num_nodes"]) == ("MpiTrainJob", "volcano", 2)
+    objects = objects_of(job)
+    [launcher] = pods(objects, "lm-mpi-job-launcher-0")
+    # Volcano's mpi plugin: MPI_HOST on the master, one name per worker pod (reference peers §1.2).
+    workers = next(t for t in vcjob["spec"]["tasks"] if t["name"] == "mpiworker")["replicas"]
+    volcano_hosts = [f"lm-mpi-job-mpiworker-{i}.lm-mpi-job" for i in range(workers)]
+    hostfile = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()
+    assert [line.split()[0] for line in hostfile] == [h.replace("mpiworker-", "node-0-") for h in volcano_hosts]
+    assert [p["containerPort"] for p in next(o for o in objects if o["metadata"]["name"] == "lm-mpi-job-node-0")
+            ["spec"]["template"]["spec"]["containers"][0]["ports"]] == [22]   # the plugin's port, opened once
+    # The published command reads Volcano's host list, which the job does not give: named, not dropped quietly.
+    published = "MPI_HOST=`cat /etc/volcano/mpiworker.host | tr \"\\n\" \",\"`;\nmpiexec --host ${MPI_HOST} -np 2 x;\n"
+    vcjob["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = published
+    (tmp_path / "mpi.yaml").write_text(yaml.safe_dump(vcjob))
+    with pytest.raises(ImportFailed, match=r"spec.tasks\[0\].template.spec.containers\[0\].command: cannot be "
+                                           r"expressed: the command reads Volcano's host list"):
+        import_files([str(tmp_path / "mpi.yaml")])
+
+
+def test_runtime_fields_that_cannot_be_expressed_are_named_with_the_runtimes_file(tmp_path):
+    runtime, trainjob = source("kubeflow-volcano.yaml")
+    runtime["spec"]["podGroupPolicy"]["volcano"] = {"networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 3}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "job.yaml")])
+    assert [p.split(": ", 2)[2] for p in failed.value.problems] == [
+        "spec.podGroupPolicy.volcano.networkTopology: cannot be expressed: the job's Volcano PodGroup has no network "
+        "topology argument",
+        "spec.template.spec.failurePolicy: cannot be expressed: JobSet settings have no argument (the job is Indexed "
+        "Jobs and a Service, not a JobSet)"]
+
+
+def test_a_runtime_templates_scheduler_name_is_the_jobs_and_namespace_fills_in_a_missing_one(tmp_path):
+    runtime, trainjob = source("kubeflow-volcano.yaml")
+    del runtime["spec"]["podGroupPolicy"]
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["schedulerName"] = "scheduler-plugins-scheduler"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    [job] = import_files([str(tmp_path / "job.yaml")], namespace="team-a")
+    assert (job.args["scheduler_name"], job.args["namespace"]) == ("scheduler-plugins-scheduler", "team-a")
+    assert "gang_scheduler" not in job.args and "scheduler_name" not in job.args["runtime"]["node"]
+    [view] = pods(objects_of(job), "volcano-example-node-0")[:1]
+    assert view.namespace == "team-a"
+
+
+def test_the_queue_and_the_gang_group_survive_into_the_objects():
+    [kueue] = imported("kubeflow-kueue.yaml")
+    [job] = [o for o in objects_of(kueue) if o["kind"] == "Job"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
+
+    # Kubeflow's Volcano plugin: PodGroup named after the TrainJob, minMember the sum of its pod sets (the node
+    # pods here), pods annotated scheduling.k8s.io/group-name=<TrainJob> (reference §1, §2).
+    [volcano] = imported("kubeflow-volcano.yaml")
+    _, trainjob = source("kubeflow-volcano.yaml")
+    objects = objects_of(volcano)
+    [group] = [o for o in objects if o["kind"] == "PodGroup"]
+    assert (group["metadata"]["name"], group["spec"]["minMember"]) == ("volcano-example",
+                                                                       trainjob["spec"]["trainer"]["numNodes"])
+    pod = next(o for o in objects if o["kind"] == "Job")["spec"]["template"]
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "volcano-example"
+    assert pod["spec"]["schedulerName"] == "volcano"
+
+    # A Volcano Job's queue; its gang holds the training pods (master and worker), not the TensorBoard task.
+    [vcjob_import] = imported("volcano-pytorch.yaml", allow_dropped=True)
+    objects = objects_of(vcjob_import)
+    [group] = [o for o in objects if o["kind"] == "PodGroup"]
+    assert (group["spec"]["queue"], group["spec"]["minMember"]) == ("research", 3)
+    grouped = {o["metadata"]["name"] for o in objects if o["kind"] == "Job" and "scheduling.k8s.io/group-name" in
+               o["spec"]["template"]["metadata"].get("annotations", {})}
+    assert grouped == {"pytorch-job-node-0"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nodes=st.integers(1, 6), nproc=st.none() | st.integers(1, 8),
+       cpu=st.none() | st.sampled_from(["500m", "1", "2.5", "3500m", "8"]), gpus=st.sampled_from([None, "1", "4"]),
+       cpu_side=st.sampled_from(["requests", "limits"]))
+def test_any_torch_trainjob_imports_to_pods_with_kubeflows_pet_env(tmp_path, nodes, nproc, cpu, gpus, cpu_side):
+    trainer: dict = {"numNodes": nodes, "command": ["torchrun", "train.py"]}
+    if nproc is not None:
+        trainer["numProcPerNode"] = nproc
+    res: dict = {}
+    if cpu is not None:
+        res.setdefault(cpu_side, {})["cpu"] = cpu
+    if gpus is not None:
+        res.setdefault("limits", {})["nvidia.com/gpu"] = gpus
+    if res:
+        trainer["resourcesPerNode"] = res
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "prop"},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": trainer}}
+    (tmp_path / "prop.yaml").write_text(yaml.safe_dump(trainjob))
+    [job] = import_files([str(tmp_path / "prop.yaml")])
+    plan = derive(TORCH, job.name, TorchTrainJobArgs.model_validate(job.args))
+    index = ObjectIndex(list(plan.manifests))
+    node_job = index.get("Job", "prop-node-0")
+    assert node_job["spec"]["completions"] == nodes
+    for i in sorted({0, nodes - 1}):
+        env = pod_view(node_job, i, index).containers[0].env
+        expected = kubeflow_torch_env(trainjob, None, i)
+        assert {k: env[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("implementation", ["Intel", "MPICH", "OpenMPI"])
+@pytest.mark.parametrize("launcher_as_worker", [False, True])
+def test_every_mpi_implementation_and_the_launcher_as_worker(tmp_path, implementation, launcher_as_worker):
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["mpiImplementation"] = implementation
+    mpijob["spec"]["runLauncherAsWorker"] = launcher_as_worker
+    mpijob["spec"]["slotsPerWorker"] = 4
+    mpijob["metadata"]["namespace"] = "hpc"
+    (tmp_path / "pi.yaml").write_text(yaml.safe_dump(mpijob))
+    [job] = import_files([str(tmp_path / "pi.yaml")])
+    objects = objects_of(job)
+    [launcher] = pods(objects, "pi-launcher-0")
+    env = launcher.containers[0].env
+    for name, value in mpi_operator_launcher_env(mpijob).items():
+        assert env[RENAMED.get(name, name)].startswith(value) if name in SSH_OPTIONS | set(RENAMED) else \
+            env[name] == value
+    workers = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    lines = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()
+    assert len(lines) == workers + launcher_as_worker   # the MPI Operator's host count
+    assert all(re.fullmatch(HOSTFILE_LINE[implementation], line).group(2) == "4" for line in lines)
+    if launcher_as_worker:
+        assert lines[-1].split()[0].split(":")[0].startswith("pi-launcher-0-0")
+        assert any(n.path == "spec.runLauncherAsWorker" for n in job.findings.notes)
