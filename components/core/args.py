@@ -17,6 +17,7 @@ what env is derived, stay plain, because that has to be known at preview.
 
 import difflib
 import enum
+import re
 import types
 import typing
 from typing import Any, Optional, Union
@@ -30,6 +31,8 @@ from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_qua
 
 DEFAULT_SHM_SIZE = "1Gi"
 INT32_MAX = 2**31 - 1
+# A run identifier is appended to the job name, so it must keep the name an RFC 1035 label.
+RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def is_deferred(value: Any) -> bool:
@@ -311,8 +314,14 @@ class TrainJobArgs(_PodFields):
     (`nvidia.com/gpu`, ...) given on one side are set on both, as Kubernetes needs them equal."""
     namespace: Optional[pulumi.Input[str]] = None
     """Namespace of every object. Default: the provider's."""
+    run: Optional[str] = None
+    """The run this job is: its objects are named `<name>-<run>` and labelled `trainjobs.io/run`, so a new
+    value starts a new run beside (or, replacing the old value, instead of) the previous one, and a finished
+    run's objects are never updated in place. Lowercase letters, digits and "-". Default: no run, objects
+    named `<name>`. See docs/runs.md."""
     labels: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
-    """Labels of every object and pod template (`trainjobs.io/job-name` and `trainjobs.io/role` are reserved)."""
+    """Labels of every object and pod template (`trainjobs.io/job-name`, `trainjobs.io/role` and `trainjobs.io/run`
+    are reserved)."""
     annotations: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
     """Annotations of every object and pod template."""
     backoff_limit: Optional[int] = Field(default=0, ge=0, le=INT32_MAX)
@@ -358,6 +367,14 @@ class TrainJobArgs(_PodFields):
     @classmethod
     def _workspace_quantity(cls, value: Any) -> Any:
         return None if value is None else _quantity(value)
+
+    @field_validator("run")
+    @classmethod
+    def _run_name_part(cls, value: Any) -> Any:
+        if value is not None and not RUN_ID.fullmatch(value):
+            raise ValueError(f"{shown(value)} cannot be part of the job's object names: use lowercase letters, "
+                             'digits and "-", starting and ending with a letter or digit (e.g. "2", "lr-3e4")')
+        return value
 
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""
