@@ -219,6 +219,12 @@ class _PodFields(Model):
     """Kubernetes tolerations, passed through."""
     affinity: Optional[dict[str, Any]] = None
     """Kubernetes affinity, passed through."""
+    topology_spread_constraints: Optional[list[dict[str, Any]]] = None
+    """Kubernetes topologySpreadConstraints of the pods (e.g. spread ranks over zones or racks), passed through."""
+    host_network: Optional[bool] = None
+    """Pods use their node's network (for fabrics reachable only from the host). The pods then get
+    dnsPolicy ClusterFirstWithHostNet, so they still resolve each other's names, and every container port
+    is also a host port, so at most one pod of the job runs per node. Default: false."""
     service_account_name: Optional[pulumi.Input[str]] = None
     """Service account of the pods. Default: the namespace's `default`."""
     image_pull_secrets: Optional[list[pulumi.Input[str]]] = None
@@ -278,6 +284,8 @@ class Initializer(PodTemplate):
     """Where to download from, set as `STORAGE_URI` (e.g. `hf://org/name`, `s3://bucket/path`)."""
     secret_name: Optional[pulumi.Input[str]] = None
     """A Secret added to the initializer's env with `envFrom` (e.g. a Hugging Face token)."""
+    active_deadline_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    """`activeDeadlineSeconds` of the initializer's Job. Default: the job's active_deadline_seconds."""
 
 
 class ExtraRole(PodTemplate):
@@ -286,6 +294,8 @@ class ExtraRole(PodTemplate):
 
     num_pods: Optional[int] = Field(default=1, ge=1, le=100000)
     """Number of pods of the role."""
+    active_deadline_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    """`activeDeadlineSeconds` of the role's Job. Default: the job's active_deadline_seconds."""
 
 
 class TrainingRuntime(Model):
@@ -303,9 +313,62 @@ class TrainingRuntime(Model):
     """Model initializer every job using the runtime gets."""
 
 
-class TrainJobArgs(_PodFields):
-    """Arguments every training job accepts; each family adds its own. Pod settings override the runtime's
-    template of the training pods."""
+class FailurePolicy(Model):
+    """How the job's Jobs treat a failed pod: which failures count against the backoff limit, which fail
+    the job at once, and whether one failed index restarts alone (Job podFailurePolicy,
+    backoffLimitPerIndex, maxFailedIndexes)."""
+
+    count_disruptions: Optional[bool] = False
+    """Whether a pod lost to a disruption (preemption, spot reclaim, node drain: the pod condition
+    DisruptionTarget) counts against the backoff limit. With false (rule action Ignore) the pod is replaced
+    and the job goes on, so a preempted pod does not fail a job with backoff_limit 0."""
+    fatal_exit_codes: Optional[list[int]] = Field(default_factory=list)
+    """Exit codes of the main container that fail the job at once (rule action FailJob), whatever the
+    backoff limits: errors a retry cannot fix (bad configuration, a missing dataset)."""
+    retriable_exit_codes: Optional[list[int]] = Field(default_factory=list)
+    """Exit codes of the main container that are retried (rule action Count: within backoff_limit, or
+    backoff_limit_per_index). When any are given, every other non-zero exit code fails the job at once."""
+    backoff_limit_per_index: Optional[int] = Field(default=None, ge=0, le=INT32_MAX)
+    """Job `backoffLimitPerIndex`: each failed training pod is replaced alone, up to this many times per
+    index, while the others keep running. Only for families whose running ranks take a replaced pod back
+    (torch with c10d rendezvous); the job's backoff_limit then no longer applies."""
+    max_failed_indexes: Optional[int] = Field(default=None, ge=0, le=100000)
+    """Job `maxFailedIndexes`, with backoff_limit_per_index: the job fails once more indexes than this
+    have used up their retries. Default: none (the job runs until every index succeeded or failed)."""
+    max_restarts: Optional[int] = Field(default=0, ge=0, le=INT32_MAX)
+    """Whole-group restarts after a failed Job (JobSet `failurePolicy.maxRestarts`): every pod of the job is
+    recreated and training restarts, from its checkpoint if it keeps one. Only the jobset backend restarts
+    the group; with the jobs backend, `pulumi up --replace` does."""
+
+    @field_validator("fatal_exit_codes", "retriable_exit_codes", mode="after")
+    @classmethod
+    def _exit_codes(cls, codes: Any) -> Any:
+        """Kubernetes takes at most 255 distinct codes per rule, in order, never 0 (success)."""
+        if codes is None:
+            return codes
+        for code in codes:
+            if not 1 <= code <= 255:
+                raise ValueError(f"{code} is not a failure exit code: a container exits with 1 to 255 when it fails")
+        if len(set(codes)) != len(codes):
+            duplicate = next(c for c in codes if codes.count(c) > 1)
+            raise ValueError(f"{duplicate} is listed twice; give each exit code once")
+        return sorted(codes)
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> "FailurePolicy":
+        both = sorted(set(self.fatal_exit_codes or ()) & set(self.retriable_exit_codes or ()))
+        if both:
+            raise MappingKeyError("retriable_exit_codes", f"{', '.join(map(str, both))} also in fatal_exit_codes; "
+                                                          "an exit code is either fatal or retriable")
+        if self.max_failed_indexes is not None and self.backoff_limit_per_index is None:
+            raise MappingKeyError("max_failed_indexes", "applies only with backoff_limit_per_index; set "
+                                                        "backoff_limit_per_index too, or remove it")
+        return self
+
+
+class CommonArgs(_PodFields):
+    """Arguments every training job accepts, whatever its family: the fields of a job's arguments and
+    of a platform profile."""
 
     num_nodes: Optional[int] = Field(default=1, ge=1, le=100000)
     """Number of training pods (for the MPI family: MPI hosts). Indexed Jobs allow 100000."""
@@ -353,15 +416,18 @@ class TrainJobArgs(_PodFields):
     extra_roles: Optional[dict[str, ExtraRole]] = Field(default_factory=dict)
     """Role name -> pods beside training that get no training env (TensorBoard, an evaluator)."""
     pod_spec_overrides: Optional[dict[str, Any]] = None
-    """PodSpec fields the arguments do not model, in Kubernetes' camelCase (hostNetwork, dnsPolicy,
-    topologySpreadConstraints, shareProcessNamespace, ...), set on every training pod. Fields the job
+    """PodSpec fields the arguments do not model, in Kubernetes' camelCase (dnsPolicy, runtimeClassName,
+    shareProcessNamespace, ...), set on every training pod. Fields the job
     derives or has an argument for are refused."""
     container_overrides: Optional[dict[str, Any]] = None
     """Container fields the arguments do not model (lifecycle, startupProbe, ...), set on each training pod's
     main container. Fields the job derives or has an argument for are refused."""
+    failure_policy: Optional[FailurePolicy] = None
+    """Which pod failures count, which fail the job at once, and per-index retries. Default: disruptions
+    (preemption, spot reclaim, node drain) do not count against the backoff limit; every other failure does."""
     job_spec_overrides: Optional[dict[str, Any]] = None
-    """JobSpec fields the arguments do not model (podFailurePolicy, successPolicy, ...), set on every training
-    Job. Fields the job derives or has an argument for are refused."""
+    """JobSpec fields the arguments do not model (successPolicy, podReplacementPolicy, ...), set on every
+    training Job. Fields the job derives or has an argument for are refused."""
 
     @field_validator("workspace_size", mode="before")
     @classmethod
@@ -382,7 +448,25 @@ class TrainJobArgs(_PodFields):
                                            resources=self.resources_per_node)
 
 
-resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, TrainJobArgs)
+class PlatformProfile(CommonArgs):
+    """Defaults a platform team sets once for every job of a stack (namespace, labels, GPU pool node
+    selectors and tolerations, priority, queue, pull secrets, service account, shm size, failure policy).
+    Only the fields given are defaults; a job's own arguments win: a mapping merges by key, env upserts by
+    name, volumes, init containers and sidecars by name, volume mounts by mount path, a nested model
+    (resources, failure policy, initializers, extra roles) field by field; any other value, lists
+    included, is replaced by the job's."""
+
+
+class TrainJobArgs(CommonArgs):
+    """Arguments every training job accepts; each family adds its own. Pod settings override the runtime's
+    template of the training pods."""
+
+    profile: Optional[PlatformProfile] = None
+    """The platform's defaults for this job (see PlatformProfile); the job's own arguments override them."""
+
+
+resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, CommonArgs,
+                    PlatformProfile, TrainJobArgs)
 
 
 def shared_runtime(runtime: TrainingRuntime) -> Any:

@@ -22,3 +22,6 @@ class JobOutputs(BaseModel):
     """The Job that runs the training command (for the MPI family, the launcher)."""
     namespace: Optional[str] = None
     """Namespace given, or none for the provider's default."""
+    requests: dict[str, str] = {}
+    """What the job asks the cluster for: resource name -> total requests of all its pods (training pods,
+    launcher, initializers, extra roles), e.g. `{"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "32"}`."""
