@@ -377,11 +377,6 @@ class CommonArgs(_PodFields):
     (`nvidia.com/gpu`, ...) given on one side are set on both, as Kubernetes needs them equal."""
     namespace: Optional[pulumi.Input[str]] = None
     """Namespace of every object. Default: the provider's."""
-    run: Optional[str] = None
-    """The run this job is: its objects are named `<name>-<run>` and labelled `trainjobs.io/run`, so a new
-    value starts a new run beside (or, replacing the old value, instead of) the previous one, and a finished
-    run's objects are never updated in place. Lowercase letters, digits and "-". Default: no run, objects
-    named `<name>`. See docs/runs.md."""
     labels: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
     """Labels of every object and pod template (`trainjobs.io/job-name`, `trainjobs.io/role` and `trainjobs.io/run`
     are reserved)."""
@@ -434,14 +429,6 @@ class CommonArgs(_PodFields):
     def _workspace_quantity(cls, value: Any) -> Any:
         return None if value is None else _quantity(value)
 
-    @field_validator("run")
-    @classmethod
-    def _run_name_part(cls, value: Any) -> Any:
-        if value is not None and not RUN_ID.fullmatch(value):
-            raise ValueError(f"{shown(value)} cannot be part of the job's object names: use lowercase letters, "
-                             'digits and "-", starting and ending with a letter or digit (e.g. "2", "lr-3e4")')
-        return value
-
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""
         return PodTemplate.model_construct(**{name: getattr(self, name) for name in _PodFields.model_fields},
@@ -463,6 +450,19 @@ class TrainJobArgs(CommonArgs):
 
     profile: Optional[PlatformProfile] = None
     """The platform's defaults for this job (see PlatformProfile); the job's own arguments override them."""
+    run: Optional[str] = None
+    """The run this job is: its objects are named `<name>-<run>` and labelled `trainjobs.io/run`, so a new
+    value starts a new run beside (or, replacing the old value, instead of) the previous one, and a finished
+    run's objects are never updated in place. Lowercase letters, digits and "-". Default: no run, objects
+    named `<name>`. See docs/runs.md."""
+
+    @field_validator("run")
+    @classmethod
+    def _run_name_part(cls, value: Any) -> Any:
+        if value is not None and not RUN_ID.fullmatch(value):
+            raise ValueError(f"{shown(value)} cannot be part of the job's object names: use lowercase letters, "
+                             'digits and "-", starting and ending with a letter or digit (e.g. "2", "lr-3e4")')
+        return value
 
 
 resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, CommonArgs,

@@ -7,7 +7,7 @@ registers: jobs of this library, hand-written Jobs, and objects another tool add
 """
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainjobs.core.args import DEFAULT_SHM_SIZE
@@ -15,6 +15,7 @@ from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_l
                                    rfc1035_label_problem)
 from trainjobs.families.mpi import LAUNCHER, NODE
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
+from trainjobs.kube.pods import describe, job_pods, kind, pod_templates
 from trainjobs.kube.quantity import QuantityError, parse_quantity
 from trainjobs.kube.resources import is_gpu
 
@@ -34,37 +35,8 @@ _SECRET_VALUE = re.compile(r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pous
 
 # --- reading objects --------------------------------------------------------------------------------
 
-def kind(obj: Mapping[str, Any]) -> str:
-    return obj.get("kind", "")
-
-
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
-
-
-def describe(obj: Mapping[str, Any]) -> str:
-    return f"{kind(obj)} {_meta(obj).get('name', '?')}"
-
-
-def _count(value: Any, default: int = 1) -> int:
-    """A count as an int: Pulumi hands numbers to policies as floats (2.0)."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-
-
-def _pods(job_spec: Mapping[str, Any]) -> int:
-    return _count(job_spec.get("completions"), _count(job_spec.get("parallelism")))
-
-
-def pod_templates(obj: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
-    """(what, pod count, pod template) of each pod template in a Job or a JobSet."""
-    if kind(obj) == "Job":
-        spec = obj.get("spec") or {}
-        yield describe(obj), _pods(spec), spec.get("template") or {}
-    elif kind(obj) == "JobSet":
-        for replicated in (obj.get("spec") or {}).get("replicatedJobs") or []:
-            job = (replicated.get("template") or {}).get("spec") or {}
-            yield (f"{describe(obj)} job {replicated.get('name', '?')}", _count(replicated.get("replicas")) * _pods(job),
-                   job.get("template") or {})
 
 
 def is_training(template: Mapping[str, Any]) -> bool:
@@ -199,7 +171,7 @@ def names_fit(obj: Mapping[str, Any]) -> list[str]:
             found.append(f"Job {name}: {len(name)} characters; its pods' job-name label allows {MAX_DNS_LABEL}")
         spec = obj.get("spec") or {}
         if spec.get("completionMode") == "Indexed":
-            hostname = f"{name}-{_pods(spec) - 1}"
+            hostname = f"{name}-{job_pods(spec) - 1}"
             if len(hostname) > MAX_DNS_LABEL:
                 found.append(f"Job {name}: pod hostname {hostname} is {len(hostname)} characters; the limit is "
                              f"{MAX_DNS_LABEL} (shorten the job name by {len(hostname) - MAX_DNS_LABEL})")
