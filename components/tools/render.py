@@ -17,6 +17,7 @@ from yaml.events import DocumentStartEvent, ScalarEvent
 from trainjobs.core.deferred import REDACTED
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
+from trainjobs.tools.summary import SUMMARY_FILE, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
@@ -139,10 +140,11 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
 
 def files(result: StackResult, objects: list[dict[str, Any]]) -> dict[str, str]:
     """Every file of a render, by name: one YAML file per object (`objects`: the result's
-    `kubernetes_objects`), the per-pod view and the tree."""
+    `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams."""
     texts = {file_name(obj): to_yaml(obj) for obj in objects}
     texts[RANKS_FILE] = ranks_text(objects)
     texts[TREE_FILE] = tree(result) + "\n"
+    texts[SUMMARY_FILE] = summary(result)
     return texts
 
 
