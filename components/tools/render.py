@@ -17,6 +17,7 @@ from yaml.events import DocumentStartEvent, ScalarEvent
 from trainjobs.core.deferred import REDACTED
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
+from trainjobs.tools.runs import run_changes
 from trainjobs.tools.summary import SUMMARY_FILE, summary
 
 MARKER = ".trainjobs-render"
@@ -466,12 +467,14 @@ _REPLACED_BY = {
 
 
 def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> list[str]:
-    """`changes` from a previous render's files to this one's (`texts`, from `objects`); only the
-    objects whose file differs are compared, and only their previous files are parsed."""
+    """The runs started and replaced, then `changes`, from a previous render's files to this one's (`texts`,
+    from `objects`); only the objects whose file differs are compared, and only their previous files are parsed."""
     differ = {name for name in previous.keys() | texts.keys()
               if name.endswith(".yaml") and previous.get(name) != texts.get(name)}
     before = [yaml.load(previous[name], Loader=LOADER) for name in sorted(differ & previous.keys())]
-    return changes(before, [obj for obj in objects if file_name(obj) in differ])
+    unchanged = [obj for obj in objects if file_name(obj) not in differ]   # the same in both renders
+    return run_changes(before + unchanged, objects) + changes(before, [obj for obj in objects
+                                                                       if file_name(obj) in differ])
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
