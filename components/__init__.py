@@ -9,7 +9,8 @@ __version__ = "0.1.0"
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from trainjobs.core.args import EnvVar, ExtraRole, Initializer, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from trainjobs.core.args import (EnvVar, ExtraRole, FailurePolicy, Initializer, PlatformProfile, PodTemplate, Resources,
+                                 TrainingRuntime, TrainJobArgs)
 from trainjobs.core.errors import Issue, TrainJobError
 
 if TYPE_CHECKING:   # what type checkers and editors see; at run time __getattr__ imports on first use
@@ -20,6 +21,7 @@ if TYPE_CHECKING:   # what type checkers and editors see; at run time __getattr_
     from trainjobs.families.torchtune import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, TorchTuneRuntime,
                                               TorchTuneTrainJob, TorchTuneTrainJobArgs)
     from trainjobs.families.xgboost import XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob, XGBoostTrainJobArgs
+    from trainjobs.platform.namespace import TrainingNamespace, TrainingNamespaceArgs
 
 _FAMILY_NAMES = {
     ".families.jax": ["JAX_DISTRIBUTED", "JaxRuntime", "JaxTrainJob", "JaxTrainJobArgs"],
@@ -29,11 +31,12 @@ _FAMILY_NAMES = {
     ".families.torchtune": ["TORCHTUNE_LLAMA3_2_1B", "TORCHTUNE_LLAMA3_2_3B", "TORCHTUNE_QWEN2_5_1_5B", "TorchTuneRuntime",
                    "TorchTuneTrainJob", "TorchTuneTrainJobArgs"],
     ".families.xgboost": ["XGBOOST_DISTRIBUTED", "XGBoostRuntime", "XGBoostTrainJob", "XGBoostTrainJobArgs"],
+    ".platform.namespace": ["TrainingNamespace", "TrainingNamespaceArgs"],
 }
 _MODULE_OF = {name: module for module, names in _FAMILY_NAMES.items() for name in names}
 
-__all__ = sorted(["EnvVar", "ExtraRole", "Initializer", "Issue", "PodTemplate", "Resources", "TrainJobArgs",
-                  "TrainJobError", "TrainingRuntime", *_MODULE_OF])
+__all__ = sorted(["EnvVar", "ExtraRole", "FailurePolicy", "Initializer", "Issue", "PlatformProfile", "PodTemplate",
+                  "Resources", "TrainJobArgs", "TrainJobError", "TrainingRuntime", *_MODULE_OF])
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,12 @@
           num_nodes: 2
           ...
 
+An optional `profile` (a PlatformProfile) holds what every job inherits; a job's own arguments win:
+
+      trainjobs-examples:profile:
+        labels: {team: llm}
+        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+
 Each entry is a component class name (`kind`), a job name and that component's arguments, plus
 optionally `code`: files of this program's directory shipped as a ConfigMap `<name>-code` and
 mounted read-only in the job's pods, so a stock image runs them (at most 1 MiB in all):
@@ -158,8 +164,20 @@ def ship_code(job: Job) -> list[pulumi.Resource]:
     return [k8s.core.v1.ConfigMap(config_map, metadata=metadata, data=job.code)]
 
 
+def read_profile(key: str, profile: Any) -> trainjobs.PlatformProfile | None:
+    """The stack's profile, checked once for all its jobs."""
+    if profile is None:
+        return None
+    if not isinstance(profile, dict):
+        raise pulumi.RunError(f"{key}: must be a mapping of job arguments every job inherits; got {_shown(profile)}")
+    return trainjobs.PlatformProfile(**profile)
+
+
 config = pulumi.Config()
+profile = read_profile(config.full_key("profile"), config.get_object("profile"))
 for job in read_jobs(config.full_key("jobs"), config.require_object("jobs")):
+    if profile is not None:
+        job.args.setdefault("profile", profile)
     shipped = ship_code(job)
     component = job.component(job.name, job.args, pulumi.ResourceOptions(depends_on=shipped))
     pulumi.export(job.name, {key: getattr(component, key) for key in component.outputs_type.model_fields})

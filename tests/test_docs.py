@@ -13,7 +13,8 @@ DOCUMENTED = set(re.findall(r"`([a-z_]+)`", DOCS))
 MODELS = [getattr(trainjobs, name).args_type for name in trainjobs.__all__
           if isinstance(getattr(trainjobs, name), type) and issubclass(getattr(trainjobs, name), TrainJobComponent)]
 MODELS += [trainjobs.PodTemplate, trainjobs.Initializer, trainjobs.ExtraRole, trainjobs.MpiRuntime,
-           trainjobs.TorchTuneRuntime, trainjobs.JaxRuntime, trainjobs.TorchRuntime]
+           trainjobs.TorchTuneRuntime, trainjobs.JaxRuntime, trainjobs.TorchRuntime, trainjobs.PlatformProfile,
+           trainjobs.FailurePolicy, trainjobs.TrainingNamespaceArgs]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)

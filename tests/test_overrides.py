@@ -12,23 +12,22 @@ SPREAD = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfi
 def test_overrides_reach_every_training_pod_and_job_and_nothing_else():
     stack = run(lambda: TorchTrainJob("llm", TorchTrainJobArgs(
         image="img:1", num_nodes=2,
-        pod_spec_overrides={"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet",
-                            "topologySpreadConstraints": SPREAD, "shareProcessNamespace": True},
+        pod_spec_overrides={"hostIPC": True, "dnsPolicy": "Default", "runtimeClassName": "nvidia",
+                            "shareProcessNamespace": True},
         container_overrides={"startupProbe": {"tcpSocket": {"port": 29500}, "failureThreshold": 30}},
-        job_spec_overrides={"podFailurePolicy": {"rules": [{"action": "Ignore",
-                                                            "onPodConditions": [{"type": "DisruptionTarget"}]}]}},
+        job_spec_overrides={"podReplacementPolicy": "Failed"},
         extra_roles={"tensorboard": {"image": "tb:1"}})))
     job = stack.get("Job", "llm-node-0").manifest
     pod = job["spec"]["template"]["spec"]
-    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
-    assert pod["topologySpreadConstraints"] == SPREAD and pod["shareProcessNamespace"] is True
+    assert pod["hostIPC"] is True and pod["dnsPolicy"] == "Default" and pod["runtimeClassName"] == "nvidia"
+    assert pod["shareProcessNamespace"] is True
     assert pod["containers"][0]["startupProbe"] == {"tcpSocket": {"port": 29500}, "failureThreshold": 30}
-    assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
     # Derived values are untouched.
     assert pod["subdomain"] == "llm" and job["spec"]["completions"] == 2
     assert {e["name"] for e in pod["containers"][0]["env"]} >= {"PET_NNODES", "PET_NODE_RANK"}
     tensorboard = stack.get("Job", "llm-tensorboard-0").manifest["spec"]["template"]["spec"]
-    assert "hostNetwork" not in tensorboard and "podFailurePolicy" not in stack.get(
+    assert "hostIPC" not in tensorboard and "podReplacementPolicy" not in stack.get(
         "Job", "llm-tensorboard-0").manifest["spec"]
 
 
@@ -44,13 +43,17 @@ def test_mpi_overrides_reach_launcher_and_workers():
     ("pod_spec_overrides", "containers", [], "containers is derived by the job"),
     ("pod_spec_overrides", "volumes", [], "use the volumes argument instead"),
     ("pod_spec_overrides", "hostNetwrk", True, 'not a field of PodSpec; did you mean "hostNetwork"?'),
-    ("pod_spec_overrides", "hostNetwork", "yes", "PodSpec.hostNetwork takes a boolean, got str"),
+    ("pod_spec_overrides", "hostIPC", "yes", "PodSpec.hostIPC takes a boolean, got str"),
+    ("pod_spec_overrides", "hostNetwork", True, "use the host_network argument instead"),
+    ("pod_spec_overrides", "topologySpreadConstraints", SPREAD, "use the topology_spread_constraints argument"),
     ("pod_spec_overrides", "terminationGracePeriodSeconds", True, "takes a integer, got bool"),
     ("container_overrides", "env", [], "use the env argument instead"),
     ("container_overrides", "name", "x", "name is derived by the job"),
     ("container_overrides", "lifecycle", [], "Container.lifecycle takes a mapping, got list"),
     ("job_spec_overrides", "completions", 3, "completions is derived by the job"),
     ("job_spec_overrides", "backoffLimit", 3, "use the backoff_limit argument instead"),
+    ("job_spec_overrides", "podFailurePolicy", {"rules": []}, "use the failure_policy argument instead"),
+    ("job_spec_overrides", "backoffLimitPerIndex", 1, "use the failure_policy.backoff_limit_per_index argument"),
     ("job_spec_overrides", "suspendd", True, 'did you mean "suspend"?'),
 ])
 def test_overrides_cannot_replace_what_the_job_derives_or_models(field, key, value, message):

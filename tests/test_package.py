@@ -65,14 +65,14 @@ def test_the_schema_holds_every_component_input_and_output_with_types_plainness_
     env_var = schema["types"]["trainjobs:index:EnvVar"]["properties"]
     assert "plain" not in env_var["value"] and env_var["valueFrom"]["type"] == "object"
     assert set(torch["properties"]) == {"serviceName", "jobName", "namespace", "masterAddr", "masterPort",
-                                        "numNodes", "numProcPerNode"}
+                                        "numNodes", "numProcPerNode", "requests"}
     assert torch["properties"]["masterAddr"]["description"] == "DNS name of rank 0: `<N>-node-0-0.<N>`."
     mpi = schema["resources"]["trainjobs:index:MpiTrainJob"]
     assert mpi["properties"]["hosts"]["type"] == "array"
     assert mpi["properties"]["hosts"]["items"]["type"] == "string"
     assert set(schema["resources"]) == {f"trainjobs:index:{c}" for c in (
         "TorchTrainJob", "TorchTuneTrainJob", "JaxTrainJob", "MpiTrainJob", "DeepSpeedTrainJob", "MlxTrainJob",
-        "XGBoostTrainJob")}
+        "XGBoostTrainJob", "TrainingNamespace")}
     # Every input and output of every component is described.
     for token, resource in schema["resources"].items():
         for kind in ("inputProperties", "properties"):
@@ -100,7 +100,7 @@ def test_construction_through_the_provider_registers_what_the_python_class_does(
     assert len(through_provider.kubernetes()) == 2
     assert through_provider.get("Job", "llm-node-0").manifest["spec"]["completions"] == 3
     assert set(states[0].state) == {"serviceName", "jobName", "namespace", "masterAddr", "masterPort", "numNodes",
-                                    "numProcPerNode"}
+                                    "numProcPerNode", "requests"}
 
 
 def test_mpi_through_the_provider_registers_its_key_and_enum_arguments():

@@ -32,15 +32,20 @@ def test_the_platform_render_matches_its_golden_files(tmp_path, capsys):
     assert files(out)["ranks.txt"].count("HF_TOKEN=[secret]") == 5   # 4 pretrain pods, the initializer (envFrom)
     assert f"image: {IMAGE}" in files(out)["batch_v1-job-llm-pretrain-node-0.yaml"]
     tree = files(out)["tree.txt"]   # what each object is created after, outside its own component
-    assert "├─ ServiceAccount trainer  after Namespace llm" in tree
-    assert "Job pretrain-node-0  (4 pods)  after Namespace llm, ServiceAccount trainer" in tree
-    assert "Job finetune-dataset-initializer-0  (1 pods)  after Namespace llm, Secret hf-token" in tree
+    assert "└─ TrainingNamespace llm  (requests nothing)" not in tree and "└─ TrainingNamespace llm\n" in tree
+    assert "Job pretrain-node-0  (4 pods, requests 32 nvidia.com/gpu)  after Namespace llm, ServiceAccount trainer" in tree
+    assert ("Job finetune-dataset-initializer-0  (1 pods, requests nothing)  after Namespace llm, Secret hf-token"
+            in tree)
+    assert tree.endswith("Stack requests: 42 nvidia.com/gpu in 9 pods\n")   # 4 x 8 + 2 x 4 + 2 x 1
+    assert "TorchTrainJob pretrain  (requests 32 nvidia.com/gpu)" in printed
+    assert ("Job pretrain-node-0: 4 pods, each requests 8 nvidia.com/gpu; in all 32 nvidia.com/gpu"
+            in files(out)["ranks.txt"])
 
 
 def test_each_job_object_depends_on_what_it_uses():
     stack = run_program(PROGRAM, stack="prod", preview=True,
                         stack_outputs={"acme/images/prod": {"trainerImage": IMAGE}})
-    namespace, account = stack.get("Namespace", "team"), stack.get("ServiceAccount", "trainer")
+    namespace, account = stack.get("Namespace", "llm"), stack.get("ServiceAccount", "trainer")
     token = stack.get("Secret", "hf-token")
     for obj in stack.kubernetes():
         if obj.kind not in ("Namespace",):
@@ -59,4 +64,4 @@ def test_without_the_other_stacks_output_the_image_is_unknown_and_nothing_is_hid
     assert main(["render", str(PROGRAM), "--stack", "prod", "--out", str(out)]) == 0
     job = (out / "batch_v1-job-llm-pretrain-node-0.yaml").read_text()
     assert "image: '[unknown]'" in job and "PET_NNODES" in job
-    assert len([p for p in out.iterdir() if p.suffix == ".yaml"]) == 11
+    assert len([p for p in out.iterdir() if p.suffix == ".yaml"]) == 12

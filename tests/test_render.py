@@ -27,9 +27,12 @@ def files(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("stack, tree_lines, count", [
-    ("dev", ["├─ TorchTrainJob llama-finetune", "   └─ Job mnist-ddp-node-0  (2 pods)"], 5),
-    ("hpc", ["├─ DeepSpeedTrainJob ds-finetune", "   ├─ Job pi-launcher-0  (1 pods)", "   ├─ Job pi-node-0  (3 pods)",
-             "   └─ PrivateKey pi-ssh-key"], 10),
+    ("dev", ["├─ TorchTrainJob llama-finetune  (requests 32 nvidia.com/gpu, 128 cpu, 1Ti memory)",
+             "   └─ Job mnist-ddp-node-0  (2 pods, requests 5 cpu, 8Gi memory)",
+             "Stack requests: 32 nvidia.com/gpu, 133 cpu, 1032Gi memory in 6 pods"], 5),
+    ("hpc", ["├─ DeepSpeedTrainJob ds-finetune  (requests 8 nvidia.com/gpu)",
+             "   ├─ Job pi-launcher-0  (1 pods, requests nothing)", "   ├─ Job pi-node-0  (3 pods, requests nothing)",
+             "   └─ PrivateKey pi-ssh-key", "Stack requests: 8 nvidia.com/gpu in 6 pods"], 10),
 ])
 def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, count):
     code, out = render(tmp_path, stack=stack)

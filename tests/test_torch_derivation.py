@@ -181,6 +181,8 @@ def test_headless_service_selects_every_pod_of_the_job():
 
 
 def test_outputs():
-    plan = derive(TORCH, "demo", TorchTrainJobArgs(num_nodes=4, num_proc_per_node=8, namespace="ml"))
+    plan = derive(TORCH, "demo", TorchTrainJobArgs(num_nodes=4, num_proc_per_node=8, namespace="ml", resources_per_node={
+        "requests": {"cpu": "2500m", "memory": "16Gi"}, "limits": {"nvidia.com/gpu": 8, "memory": "20Gi"}}))
     assert plan.outputs.model_dump() == {"service_name": "demo", "job_name": "demo-node-0", "master_addr": "demo-node-0-0.demo",
-                            "master_port": 29500, "num_nodes": 4, "num_proc_per_node": "8", "namespace": "ml"}
+                            "master_port": 29500, "num_nodes": 4, "num_proc_per_node": "8", "namespace": "ml",
+                            "requests": {"cpu": "10", "memory": "64Gi", "nvidia.com/gpu": "32"}}

@@ -125,7 +125,7 @@ def test_outputs():
     assert plan.outputs.model_dump() == {
         "service_name": "ft", "job_name": "ft-node-0", "model": "qwen2_5/1.5B", "recipe": "lora_finetune_distributed",
         "config": "qwen2_5/1.5B_lora", "rdzv_endpoint": "ft-node-0-0.ft:29500", "num_nodes": 1,
-        "num_proc_per_node": "auto", "namespace": None}
+        "num_proc_per_node": "auto", "namespace": None, "requests": {"nvidia.com/gpu": "2"}}
 
 
 def test_env_injection_gives_sidecars_all_five_torch_variables():

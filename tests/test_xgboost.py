@@ -125,7 +125,8 @@ def test_construction_through_the_provider_is_the_python_class():
                                                     "resources_per_node": {"limits": {"nvidia.com/gpu": 2}}}))
     assert ([(r.type, r.name, r.manifest) for r in through_provider.kubernetes()] ==
             [(r.type, r.name, r.manifest) for r in as_python.kubernetes()])
-    assert set(states[0].state) == {"serviceName", "jobName", "namespace", "trackerUri", "trackerPort", "numWorkers"}
+    assert set(states[0].state) == {"serviceName", "jobName", "namespace", "trackerUri", "trackerPort", "numWorkers",
+                                    "requests"}
 
 
 @pytest.mark.parametrize("args", [

@@ -35,6 +35,8 @@ def evaluate(document: dict, config: dict[str, str]) -> dict:
         if isinstance(value, list):
             return [resolve(v) for v in value]
         if isinstance(value, str) and (match := REFERENCE.match(value)):
+            if match.group(1) not in values:   # a variable, evaluated when first used, as the YAML runtime does
+                values[match.group(1)] = resolve(document["variables"][match.group(1)])
             target = values[match.group(1)]
             for attribute in filter(None, match.group(2).split(".")):
                 target = getattr(target, re.sub(r"(?<!^)(?=[A-Z])", "_", attribute).lower())
@@ -63,15 +65,19 @@ def test_the_yaml_program_constructs_its_jobs_through_the_provider():
     stack = run(lambda: outputs.update(evaluate(document, {})), project=document["name"],
                 config={"hfToken": "hf_yaml_s3cret"}, secret_keys=["hfToken"])
     assert set(outputs) == {"masterAddr", "hosts"}
-    namespace = stack.get("Namespace", "team")
+    namespace = stack.get("Namespace", "llm")
     kinds = sorted((r.kind, r.name) for r in stack.kubernetes())
     assert kinds == [("ConfigMap", "allreduce-mpi-hostfile"), ("Job", "allreduce-launcher-0"),
-                     ("Job", "allreduce-node-0"), ("Job", "pretrain-node-0"), ("Namespace", "team"),
-                     ("Secret", "allreduce-mpi-ssh-auth"), ("Service", "allreduce"), ("Service", "pretrain")]
+                     ("Job", "allreduce-node-0"), ("Job", "pretrain-node-0"), ("Namespace", "llm"),
+                     ("PersistentVolumeClaim", "checkpoints"), ("Secret", "allreduce-mpi-ssh-auth"),
+                     ("Service", "allreduce"), ("Service", "pretrain"), ("ServiceAccount", "trainer")]
     for obj in stack.kubernetes():
         if obj.kind != "Namespace":
             assert obj.manifest["metadata"]["namespace"] == "llm"
             assert namespace.urn in obj.dependencies
+    for job in ("pretrain-node-0", "allreduce-launcher-0", "allreduce-node-0"):
+        pod = stack.get("Job", job).manifest["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == "trainer" and pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     job = stack.get("Job", "pretrain-node-0")
     env = {e["name"]: e.get("value") for e in job.manifest["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HF_TOKEN"] == "hf_yaml_s3cret" and env["PET_NNODES"] == "2"

@@ -13,6 +13,7 @@ from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
 from trainjobs.core.errors import Issue, TrainJobError
+from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.family import Family
 from trainjobs.core.naming import argument_value_problem
 
@@ -82,6 +83,8 @@ class TrainJobComponent(pulumi.ComponentResource):
             child_opts = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind == "Job" else []) + ordered_after,
+                # A changed failure policy cannot be patched into a Job: it is replaced, like a changed template.
+                replace_on_changes=list(IMMUTABLE_PATHS) if kind == "Job" else None,
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.

@@ -27,5 +27,7 @@ def extra_role_jobs(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> 
     for role, spec in sorted(args.extra_roles.items()):
         template = overlay(PodTemplate(shm_size="0"), PodTemplate(**{k: getattr(spec, k) for k in PodTemplate.model_fields}))
         main = container(template, template_env(template), ports=[], extra_mounts=[], name=role)
-        jobs.append(indexed_job(name, role, spec.num_pods, template, main, runtime, lifecycle))
+        own = lifecycle if spec.active_deadline_seconds is None else lifecycle.model_copy(
+            update={"active_deadline_seconds": spec.active_deadline_seconds})
+        jobs.append(indexed_job(name, role, spec.num_pods, template, main, runtime, own))
     return jobs

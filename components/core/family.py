@@ -81,6 +81,12 @@ class Family:
     def outputs(self, job: Job, roles: list[TrainingRole]) -> JobOutputs:
         raise NotImplementedError
 
+    def restart_refusal(self, job: Job) -> str | None:
+        """Why a training pod replaced alone (failure_policy.backoff_limit_per_index) could not rejoin the
+        running ranks, or None when it can. Most families fix every rank's peers when the pods start."""
+        return ("a replaced pod cannot rejoin the running ranks: the family fixes each rank and its peers "
+                "when the job starts")
+
     def reserved_env_message(self, names: list[str]) -> str:
         """The error for user env that sets reserved variables, in Kubeflow Trainer's words."""
         instead = "; ".join(f"{n} comes from {self.reserved_env[n]}" for n in names)

@@ -108,7 +108,9 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
     lifecycle = args.model_copy(update={"wait_for_completion": True,
                                         "wait_timeout_seconds": args.initializer_timeout_seconds})
     for role, spec in configured.items():
-        marker = concat(f"{MARKER_DIR}/{role}-", digest(spec.model_dump(by_alias=True)), ".done")
+        # Fields left unset are not part of the digest, so a new optional field re-runs no initializer.
+        given = {key: value for key, value in spec.model_dump(by_alias=True).items() if value is not None}
+        marker = concat(f"{MARKER_DIR}/{role}-", digest(given), ".done")
         env = template_env(spec)
         if spec.storage_uri is not None:
             env = upsert_env(env, [{"name": "STORAGE_URI", "value": spec.storage_uri}])
@@ -120,7 +122,9 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
                 "volumeMounts": [mount]}
         if spec.container_security_context:
             done["securityContext"] = spec.container_security_context
-        job = indexed_job(name, role, 1, spec.model_copy(update={"shm_size": "0"}), done, runtime, lifecycle,
+        own = lifecycle if spec.active_deadline_seconds is None else lifecycle.model_copy(
+            update={"active_deadline_seconds": spec.active_deadline_seconds})
+        job = indexed_job(name, role, 1, spec.model_copy(update={"shm_size": "0"}), done, runtime, own,
                           extra_volumes=[volume], init_containers=[work])
         manifests.append(job)
         markers.append(marker)

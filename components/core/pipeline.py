@@ -12,7 +12,8 @@ from typing import Any
 from trainjobs.kube import apivalidation
 from trainjobs.core import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
-from trainjobs.core.errors import IssueCollector
+from trainjobs.core.errors import Issue, IssueCollector
+from trainjobs.core.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
 from trainjobs.core.family import Family, Job, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
@@ -22,6 +23,8 @@ from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED
 from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem, run_job_name
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
+from trainjobs.core.profile import apply_profile, from_profile
+from trainjobs.kube.requests import total_requests
 from trainjobs.kube.templates import upsert
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
@@ -45,7 +48,8 @@ class TrainJobPlan:
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
-    job = Job(run_job_name(name, args.run), args)
+    sourced = from_profile(args)
+    job = Job(run_job_name(name, args.run), apply_profile(args))
     roles = family.roles(job)
     for role in roles:
         if role.pods:
@@ -54,7 +58,7 @@ def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     family.check(job, roles)
     objects = family.objects(job, roles)
     outputs = family.outputs(job, roles)
-    return _plan(family, job, roles, outputs, objects)
+    return _plan(family, job, roles, outputs, objects, sourced)
 
 
 def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> None:
@@ -86,7 +90,7 @@ def check_reserved_env(issues: IssueCollector, family: Family, templates: list[P
 
 
 def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutputs,
-          objects: list[dict[str, Any]]) -> TrainJobPlan:
+          objects: list[dict[str, Any]], sourced: frozenset[str] = frozenset()) -> TrainJobPlan:
     """The family's roles and objects plus what every job has, checked, as a plan.
 
     Training pods mount the initializers' workspace and wait for them; extra roles get nothing from
@@ -98,6 +102,7 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     setup = initializers(name, args, runtime, issues)
     check_job(issues, name, args, runtime)
     check_overrides(issues, args)
+    check_failure_policy(issues, args, family.restart_refusal(job))
 
     jobs = []
     for r in roles:
@@ -109,20 +114,31 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                           key=lambda m: m.get("mountPath"))
             volumes.append(setup.volume)
             waits = setup.wait_container(r.template) + waits
-        jobs.append(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime, args,
-                                                extra_volumes=volumes, init_containers=waits,
-                                                dns_config=r.dns_config), args))
+        jobs.append(apply_failure_policy(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime,
+                                                                     args, extra_volumes=volumes, init_containers=waits,
+                                                                     dns_config=r.dns_config), args),
+                                         args, training=True))
     ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
-    manifests = (headless_service(name, runtime, args), *objects, *setup.manifests, *jobs,
-                 *extra_role_jobs(name, args, runtime))
+    others = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
+              for m in (*setup.manifests, *extra_role_jobs(name, args, runtime))]
+    manifests = (headless_service(name, runtime, args), *objects, *others[:len(setup.manifests)], *jobs,
+                 *others[len(setup.manifests):])
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
     for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
+    if sourced:   # a value the job only inherits is named where it is set: in the profile
+        issues.issues = [Issue(f"profile.{i.field}", i.message) if _top_field(i.field) in sourced else i
+                         for i in issues.issues]
     issues.raise_if_any(family.component, name)
+    outputs = outputs.model_copy(update={"requests": total_requests(manifests)})
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
                         ordering=ordering)
+
+
+def _top_field(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
 
 
 def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: list[TrainingRole],

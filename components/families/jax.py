@@ -89,6 +89,10 @@ class JaxFamily(Family):
         node = container(template, env, ports=[{"containerPort": COORDINATOR_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
+    def restart_refusal(self, job: Job) -> str | None:
+        return ("jax.distributed.initialize fixes the number of processes and each process id when training "
+                "starts, so a replaced pod cannot rejoin the running processes")
+
     def outputs(self, job: Job, roles: list[TrainingRole]) -> JaxOutputs:
         name, args = job.name, job.args
         return JaxOutputs.model_construct(service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace,

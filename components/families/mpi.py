@@ -428,6 +428,11 @@ class MpiFamily(Family):
                                     "and with the launcher as a node, more than one host needs both")
         if not launcher.command:
             issues.add("command", "the launcher needs a command, e.g. [mpirun, python, train.py]")
+        if any(r.template.host_network for r in roles) and runtime.ssh_port == 22:
+            issues.add("host_network", "on the node's network the hosts' sshd would listen on port 22, where the "
+                                       "node's own sshd does: give the runtime another ssh_port (e.g. "
+                                       "runtime: {name: mpi-distributed, ssh_port: 2222}) with an image whose sshd "
+                                       "listens there")
         fs_group = (launcher.security_context or {}).get("fsGroup")
         if not layout.as_root and not fs_group:
             issues.add("security_context", "a non-root MPI job needs security_context.fsGroup so its user can read "
@@ -468,6 +473,10 @@ class MpiFamily(Family):
 
     def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
         return {hostfile_name(job.name): {("data",): "num_nodes"}}
+
+    def restart_refusal(self, job: Job) -> str | None:
+        return ("mpirun on the launcher starts every rank once, over ssh, when the job starts; a replaced node pod "
+                "is not part of the running MPI job, and a replaced launcher starts a new one beside the old ranks")
 
     def outputs(self, job: Job, roles: list[TrainingRole]) -> MpiOutputs:
         name, args = job.name, job.args

@@ -218,6 +218,17 @@ class TorchFamily(Family):
         if not job.args.torchrun and job.args.num_proc_per_node not in ("auto", "1"):
             job.issues.add("num_proc_per_node", 'with torchrun: false each pod runs one process; use 1 (or "auto")')
 
+    def restart_refusal(self, job: Job) -> str | None:
+        """A replaced pod rejoins only through torchrun's c10d rendezvous, which admits new members."""
+        if not job.args.torchrun:
+            return ("with torchrun: false each process joins the process group once, when training starts, so a "
+                    "replaced pod cannot rejoin it")
+        if job.args.rendezvous != Rendezvous.C10D.value:
+            return ("with the static rendezvous each pod's rank and the world are fixed when training starts, so a "
+                    "replaced pod cannot rejoin the running ranks: set rendezvous: c10d, with which the torchrun "
+                    "agents rendezvous again when a pod is replaced")
+        return None
+
     def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchOutputs:
         name, args = job.name, job.args
         return TorchOutputs.model_construct(

@@ -343,6 +343,10 @@ class TorchTuneFamily(Family):
         d = job.derived
         check_torchtune(job.issues, job.args, d["run"], d["nproc"], d["gpus"], d["tune_args"])
 
+    def restart_refusal(self, job: Job) -> str | None:
+        return ("TorchTune's recipes run with the static rendezvous Kubeflow gives them: each pod's rank is fixed "
+                "when training starts, so a replaced pod cannot rejoin the running ranks")
+
     def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchTuneOutputs:
         name, args, run = job.name, job.args, job.derived["run"]
         return TorchTuneOutputs.model_construct(

@@ -100,6 +100,10 @@ class XGBoostFamily(Family):
         node = container(template, env, ports=[{"containerPort": TRACKER_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
+    def restart_refusal(self, job: Job) -> str | None:
+        return ("the tracker on rank 0 assigns every worker its rank once, when training starts, so a replaced "
+                "pod cannot rejoin the running workers")
+
     def outputs(self, job: Job, roles: list[TrainingRole]) -> XGBoostOutputs:
         name, args = job.name, job.args
         return XGBoostOutputs.model_construct(service_name=name, job_name=job_name(name, ROLE),

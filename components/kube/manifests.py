@@ -143,6 +143,10 @@ def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_con
         pod["tolerations"] = list(template.tolerations)
     if template.affinity:
         pod["affinity"] = template.affinity
+    if template.topology_spread_constraints:
+        pod["topologySpreadConstraints"] = list(template.topology_spread_constraints)
+    if template.host_network:
+        host_network(pod)
     if template.service_account_name:
         pod["serviceAccountName"] = template.service_account_name
     if template.image_pull_secrets:
@@ -173,6 +177,20 @@ def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_con
         "metadata": metadata(job_name(name, role), args.namespace, labels, job_annotations),
         "spec": spec,
     }
+
+
+def host_network(pod: dict[str, Any]) -> None:
+    """The pod on its node's network. Its DNS policy becomes ClusterFirstWithHostNet, as with the default
+    policy a host-network pod resolves through the node's resolver and cannot find the job's Service or
+    its peers. Each container port is declared as the same host port (what the API server would default):
+    the scheduler then places at most one pod using a port on each node, instead of a second pod failing
+    to bind it."""
+    pod["hostNetwork"] = True
+    pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+    for field in ("initContainers", "containers"):
+        if field in pod:
+            pod[field] = [{**c, "ports": [{**p, "hostPort": p["containerPort"]} for p in c["ports"]]} if c.get("ports")
+                          else c for c in pod[field]]
 
 
 def metadata_without_name(labels: dict, annotations: dict) -> dict[str, Any]:

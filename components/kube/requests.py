@@ -11,8 +11,9 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from trainjobs.kube.quantity import parse_quantity
+from trainjobs.kube.resources import is_gpu
 
-__all__ = ["format_quantity", "pod_count", "pod_requests", "total_requests"]
+__all__ = ["format_quantity", "pod_count", "pod_requests", "summary", "total_requests"]
 
 _BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 _BYTES = ("memory", "ephemeral-storage")
@@ -78,9 +79,11 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, Decimal]:
 
 
 def _container_requests(container: dict[str, Any]) -> dict[str, Decimal]:
+    """A value known only at deployment (an Output in a sidecar's resources) is left out."""
     resources = container.get("resources") or {}
     given = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(value) for name, value in given.items()}
+    return {name: parse_quantity(value) for name, value in given.items()
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool)}
 
 
 def _add(into: dict[str, Decimal], amounts: dict[str, Decimal]) -> None:
@@ -91,6 +94,13 @@ def _add(into: dict[str, Decimal], amounts: dict[str, Decimal]) -> None:
 def _raise_to(into: dict[str, Decimal], amounts: dict[str, Decimal]) -> None:
     for name, amount in amounts.items():
         into[name] = max(into.get(name, Decimal(0)), amount)
+
+
+def summary(totals: dict[str, str]) -> str:
+    """Totals for a reader: GPUs first, then CPU and memory, then the rest (`8 nvidia.com/gpu, 64 cpu, 512Gi
+    memory`); "nothing" for none."""
+    order = sorted(totals, key=lambda name: (not is_gpu(name), name not in ("cpu", "memory"), name))
+    return ", ".join(f"{totals[name]} {name}" for name in order) or "nothing"
 
 
 def format_quantity(resource: str, amount: Decimal) -> str:

@@ -2,38 +2,43 @@
 
 from typing import Any
 
-from trainjobs.core.args import PodTemplate, Resources, TrainJobArgs
+from pydantic import BaseModel
+
+from trainjobs.core.args import PodTemplate, TrainJobArgs
 
 
 def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:
-    """`top` over `base` (same model type): scalars and lists replace, maps merge by key, env and
-    volumes upsert.
+    """`top` over `base` (same model type), each field by `merged_value`."""
+    model = type(base)   # the values are validated already: merge without validating again
+    return model.model_construct(**{name: merged_value(name, getattr(base, name), getattr(top, name, None))
+                                    for name in model.model_fields})
+
+
+def merged_value(name: str, low: Any, high: Any) -> Any:
+    """Field `name`'s `high` value over its `low` one: scalars and lists replace, maps merge by key,
+    env and volumes upsert, nested models merge field by field.
 
     Env upserts by name (a job's value replaces the runtime's in place), volumes, init containers
-    and sidecars by name, volume mounts by mount path, resources per key of requests and limits.
+    and sidecars by name, volume mounts by mount path; a nested model (resources: per key of requests
+    and limits) takes the fields `high` gives.
     """
-    merged: dict[str, Any] = {}
-    model = type(base)   # the values are validated already: merge without validating again
-    for name in model.model_fields:
-        low, high = getattr(base, name), getattr(top, name, None)
-        if high is None:
-            merged[name] = low
-        elif low is None:
-            merged[name] = high
-        elif name == "env":
-            merged[name] = tuple(upsert(list(low), list(high), key=lambda e: e.name))
-        elif name in ("volumes", "init_containers", "sidecars"):
-            merged[name] = upsert(low, high, key=lambda v: v.get("name"))
-        elif name == "volume_mounts":
-            merged[name] = upsert(low, high, key=lambda m: m.get("mountPath"))
-        elif name == "resources":
-            merged[name] = Resources.model_construct(requests={**low.requests, **high.requests},
-                                                     limits={**low.limits, **high.limits})
-        elif isinstance(high, dict):
-            merged[name] = {**low, **high}
-        else:
-            merged[name] = high
-    return model.model_construct(**merged)
+    if high is None:
+        return low
+    if low is None:
+        return high
+    if name == "env":
+        return tuple(upsert(list(low), list(high), key=lambda e: e.name))
+    if name in ("volumes", "init_containers", "sidecars"):
+        return upsert(low, high, key=lambda v: v.get("name"))
+    if name == "volume_mounts":
+        return upsert(low, high, key=lambda m: m.get("mountPath"))
+    if isinstance(high, BaseModel) and type(high) is type(low):
+        return type(low).model_construct(_fields_set=low.model_fields_set | high.model_fields_set, **{
+            field: merged_value(field, getattr(low, field), getattr(high, field)) if field in high.model_fields_set
+            else getattr(low, field) for field in type(low).model_fields})
+    if isinstance(high, dict):
+        return {**low, **high}
+    return high
 
 
 def upsert(items: list, additions: list, key) -> list:

@@ -62,6 +62,10 @@ class RegisteredResource:
     dependencies: tuple[str, ...]
     protect: bool
     inputs: dict[str, Any]
+    retain_on_delete: bool = False
+    """Whether Pulumi leaves the object on the cluster when it deletes the resource."""
+    replace_on_changes: tuple[str, ...] = ()
+    """Input paths whose change makes Pulumi replace the resource rather than update it."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -177,6 +181,7 @@ class _RecordingMonitor(MockMonitor):
                 urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
                 parent_urn=parent, provider=request.provider or None,
                 dependencies=tuple(request.dependencies), protect=bool(request.protect), inputs=inputs,
+                retain_on_delete=bool(request.retainOnDelete), replace_on_changes=tuple(request.replaceOnChanges),
             ))
         return response
 

@@ -27,9 +27,12 @@ from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
 from trainjobs.families.torch import TorchTrainJob
 from trainjobs.families.torchtune import TorchTuneTrainJob
 from trainjobs.families.xgboost import XGBoostTrainJob
+from trainjobs.platform.namespace import TrainingNamespace
 
 COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
-              XGBoostTrainJob)
+              XGBoostTrainJob, TrainingNamespace)
+# Components whose outputs are declared by an outputs model (`outputs_type`), not by annotations.
+_MODELLED = (TrainJobComponent, TrainingNamespace)
 
 
 
@@ -42,7 +45,7 @@ class _OutputsView:
     """
 
 
-def _outputs_view(component: type[TrainJobComponent]) -> type[_OutputsView]:
+def _outputs_view(component: type[pulumi.ComponentResource]) -> type[_OutputsView]:
     fields = component.outputs_type.model_fields
     return type(component.__name__, (_OutputsView,), {
         "__annotations__": {name: pulumi.Output[field.annotation] for name, field in fields.items()},
@@ -55,12 +58,12 @@ class _DescribedAnalyzer(Analyzer):
     argument's default."""
 
     def analyze_type(self, typ: type, *, is_component_output: bool) -> Any:
-        if isinstance(typ, type) and issubclass(typ, TrainJobComponent):
+        if isinstance(typ, type) and issubclass(typ, _MODELLED):
             typ = _outputs_view(typ)
         return super().analyze_type(typ, is_component_output=is_component_output)
 
     def get_docstring(self, typ: type, name: str) -> Optional[str]:
-        if isinstance(typ, type) and issubclass(typ, (TrainJobComponent, _OutputsView)):
+        if isinstance(typ, type) and issubclass(typ, (*_MODELLED, _OutputsView)):
             typ = typ.outputs_type
         fields = getattr(typ, "model_fields", None) if isinstance(typ, type) and issubclass(typ, BaseModel) else None
         if not fields or name not in fields:

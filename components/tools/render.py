@@ -15,6 +15,8 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
+from trainjobs.core.failure import IMMUTABLE_PATHS
+from trainjobs.kube import requests
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 from trainjobs.tools.runs import run_changes
@@ -203,7 +205,13 @@ def tree(result: StackResult) -> str:
     def walk(resource, prefix: str, last: bool) -> None:
         detail = ""
         if resource.is_kubernetes and resource.kind == "Job":
-            detail = f"  ({manifests[resource.urn]['spec'].get('completions', 1)} pods)"
+            manifest = manifests[resource.urn]
+            detail = (f"  ({manifest['spec'].get('completions', 1)} pods, requests "
+                      f"{requests.summary(requests.total_requests([manifest]))})")
+        elif not resource.is_kubernetes and children.get(resource.urn):
+            owned = [manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests]
+            if requests.pod_count(owned):
+                detail = f"  (requests {requests.summary(requests.total_requests(owned))})"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):
@@ -212,7 +220,17 @@ def tree(result: StackResult) -> str:
     roots = sorted(children.get(None, []), key=lambda r: (r.type, r.name))
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
+    every = list(manifests.values())
+    lines.append(f"Stack requests: {requests.summary(requests.total_requests(every))} in "
+                 f"{requests.pod_count(every)} pods")
     return "\n".join(lines)
+
+
+def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
+    found = []
+    for child in children.get(urn, []):
+        found += [child.urn, *_descendants(child.urn, children)]
+    return found
 
 
 # --- per-pod views --------------------------------------------------------------------------------
@@ -235,6 +253,9 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     for name, (manifest, v0, v1) in templates.items():
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
+            each = requests.total_requests([{"kind": "Pod", "spec": manifest["spec"]["template"]["spec"]}])
+            pods += [f"Job {shown(name)}: {requests.pod_count([manifest])} pods, each requests {requests.summary(each)}; in all "
+                     f"{requests.summary(requests.total_requests([manifest]))}", ""]
             pods += _job_lines(int(manifest["spec"].get("completions", 1)), v0, v1, hosts, scripts)
     shared = []
     for key in files:
@@ -458,7 +479,8 @@ class _Scripts:
 
 # Fields whose change makes pulumi-kubernetes replace the object rather than update it.
 _REPLACED_BY = {
-    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector"),
+    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
+            *IMMUTABLE_PATHS),
     "ConfigMap": ("data", "binaryData"),
     "Secret": ("data", "stringData", "type"),
     "PersistentVolumeClaim": ("spec",),

@@ -46,8 +46,9 @@ def totals_text(manifests: list[dict[str, Any]]) -> str:
 
 
 def summary(result: StackResult) -> str:
-    """The summary page: the stack's totals, then each component with its objects as a Mermaid flowchart
-    in which an arrow leads from an object to each object created after it."""
+    """The summary page: the stack's totals, then each component (each job, and others such as a
+    TrainingNamespace) with its objects as a Mermaid flowchart in which an arrow leads from an object to
+    each object created after it."""
     by_urn = {r.urn: r for r in result.resources}
     manifests = {r.urn: r.manifest for r in result.kubernetes()}
     children: dict[str | None, list[RegisteredResource]] = {}
@@ -67,11 +68,14 @@ def summary(result: StackResult) -> str:
     jobs = sorted((r for r in result.resources if not r.custom and owned(r.urn)
                    and any(o.urn in manifests for o in owned(r.urn))), key=lambda r: (r.type, r.name))
     every = [m for m in manifests.values()]
-    lines = [f"# Stack {result.project}-{result.stack}", "",
-             f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}: {totals_text(every)}.", "",
-             "Each diagram is one job: its objects, and an arrow from each object to those created after it "
-             "(under `pulumi up`, and in this order by GitOps tools that follow it). Objects from outside the "
-             "job are drawn with dashed borders.", ""]
+    trains = sum(1 for component in jobs if component.type.endswith("TrainJob"))
+    others = len(jobs) - trains
+    counted = f"{trains} job{'s' if trains != 1 else ''}" + (
+        f" and {others} other component{'s' if others != 1 else ''}" if others else "")
+    lines = [f"# Stack {result.project}-{result.stack}", "", f"{counted}: {totals_text(every)}.", "",
+             "Each diagram is one job (or other component): its objects, and an arrow from each object to those "
+             "created after it (under `pulumi up`, and in this order by GitOps tools that follow it). Objects from "
+             "outside the job are drawn with dashed borders.", ""]
     for job in jobs:
         objects = owned(job.urn)
         inside = {o.urn for o in objects}

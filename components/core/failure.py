@@ -1,0 +1,80 @@
+"""A job's failure policy as Job fields: podFailurePolicy rules, backoffLimitPerIndex, maxFailedIndexes.
+
+The core applies it to every Job of a job, whatever the family. Rules match in order, the first wins:
+
+1. a pod with the DisruptionTarget condition (preempted, evicted by a drain, its spot node reclaimed) is
+   ignored (action Ignore): the Job replaces it without counting a failure, unless count_disruptions;
+2. a fatal exit code of the main container fails the Job at once (FailJob);
+3. a retriable exit code of the main container counts against the backoff limit (Count), and when
+   retriable codes are given, any other non-zero exit code of the main container fails the Job (FailJob).
+
+Exit-code rules name the main container, so a sidecar's or an init container's exit code never
+matches them; they apply to the training Jobs only (an initializer or an extra role runs another
+program, whose exit codes mean something else). podFailurePolicy needs restartPolicy Never, which
+every Job of a job has.
+"""
+
+from typing import Any
+
+from trainjobs.core.args import FailurePolicy, TrainJobArgs
+from trainjobs.core.errors import IssueCollector
+
+__all__ = ["IMMUTABLE_PATHS", "apply_failure_policy", "check_failure_policy", "policy_of"]
+
+DEFAULT_POLICY = FailurePolicy()
+# Job fields the API server refuses to change; pulumi-kubernetes does not replace a Job for them by itself.
+IMMUTABLE_PATHS = ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
+DISRUPTION = {"type": "DisruptionTarget", "status": "True"}
+
+
+def policy_of(args: TrainJobArgs) -> FailurePolicy:
+    """The job's failure policy; without one, the default (disruptions do not count)."""
+    return args.failure_policy or DEFAULT_POLICY
+
+
+def check_failure_policy(issues: IssueCollector, args: TrainJobArgs, restart_refusal: str | None) -> None:
+    """Per-index retries only where the family takes a replaced pod back (`restart_refusal` is None);
+    retriable exit codes need retries to spend."""
+    policy = policy_of(args)
+    if policy.backoff_limit_per_index is not None and restart_refusal:
+        issues.add("failure_policy.backoff_limit_per_index",
+                   f"{restart_refusal}. Without backoff_limit_per_index a failed pod fails the job; restart the "
+                   "whole group instead (failure_policy.max_restarts with the jobset backend, or "
+                   "`pulumi up --replace`)")
+    if (policy.retriable_exit_codes and policy.backoff_limit_per_index is None
+            and not args.backoff_limit):
+        issues.add("failure_policy.retriable_exit_codes",
+                   "retriable exit codes are retried within the backoff limit, and backoff_limit is 0: set "
+                   "backoff_limit (or failure_policy.backoff_limit_per_index) to how many retries to allow")
+
+
+def apply_failure_policy(job: dict[str, Any], args: TrainJobArgs, training: bool) -> dict[str, Any]:
+    """`job` (a batch/v1 Job) with the job's failure policy; `training`: a Job of training pods."""
+    policy = policy_of(args)
+    spec = job["spec"]
+    rules: list[dict[str, Any]] = []
+    if not policy.count_disruptions:
+        rules.append({"action": "Ignore", "onPodConditions": [dict(DISRUPTION)]})
+    if training:
+        main = spec["template"]["spec"]["containers"][0]["name"]
+        if policy.fatal_exit_codes:
+            rules.append(_on_exit_codes("FailJob", main, "In", policy.fatal_exit_codes))
+        if policy.retriable_exit_codes:
+            rules.append(_on_exit_codes("Count", main, "In", policy.retriable_exit_codes))
+            rules.append(_on_exit_codes("FailJob", main, "NotIn", policy.retriable_exit_codes))
+        if policy.backoff_limit_per_index is not None:
+            # Kubernetes then defaults backoffLimit to the int32 maximum; an explicit backoff_limit stays as
+            # a cap on all failures together.
+            if "backoff_limit" not in args.model_fields_set:
+                spec.pop("backoffLimit", None)
+            spec["backoffLimitPerIndex"] = policy.backoff_limit_per_index
+            if policy.max_failed_indexes is not None:
+                spec["maxFailedIndexes"] = policy.max_failed_indexes
+    if rules:
+        spec["podFailurePolicy"] = {"rules": rules}
+    return job
+
+
+def _on_exit_codes(action: str, container: str, operator: str, codes: list[int]) -> dict[str, Any]:
+    return {"action": action, "onExitCodes": {"containerName": container, "operator": operator,
+                                              "values": list(codes)}}
