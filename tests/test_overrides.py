@@ -55,6 +55,8 @@ def test_mpi_overrides_reach_launcher_and_workers():
     ("job_spec_overrides", "podFailurePolicy", {"rules": []}, "use the failure_policy argument instead"),
     ("job_spec_overrides", "backoffLimitPerIndex", 1, "use the failure_policy.backoff_limit_per_index argument"),
     ("job_spec_overrides", "suspendd", True, 'did you mean "suspend"?'),
+    ("job_spec_overrides", "suspend", True, "use the suspend argument instead"),
+    ("pod_spec_overrides", "schedulerName", "volcano", "use the scheduler_name argument instead"),
 ])
 def test_overrides_cannot_replace_what_the_job_derives_or_models(field, key, value, message):
     error, stack = attempt(lambda: TorchTrainJob("llm", {"image": "img:1", field: {key: value}}))

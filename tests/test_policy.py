@@ -265,3 +265,18 @@ def test_each_stack_policy_reports_against_the_object_at_fault(pack, pulumi_stac
     assert [u for u, _ in reported["trainjobs-headless-service"]] == [urn["hand"]]
     assert sorted(u for u, _ in reported["trainjobs-gang-scheduling"]) == sorted([urn["pi-launcher-0"],
                                                                                  urn["pi-node-0"]])
+
+
+@pytest.mark.parametrize("gang, backend", [("kueue", "jobset"), ("volcano", "jobs"), ("volcano", "jobset"),
+                                           ("coscheduling", "jobs"), ("coscheduling", "jobset")])
+def test_the_librarys_own_gangs_pass_the_gang_rule(pulumi_stack, gang, backend):
+    """An MPI job (launcher and workers, which must run at once) with each gang integration and backend."""
+    queue = {"queue": "team-a"} if gang != "coscheduling" else {}
+    stack = pulumi_stack(lambda: MpiTrainJob("pi", {**PI, "gang_scheduler": gang, "backend": backend, **queue}))
+    assert found(rules.gang_scheduled, stack) == []
+    # Without the PodGroup its pods name, they would never be scheduled: reported for each of its Jobs.
+    if gang != "kueue":
+        without = [obj for obj in objects(stack) if obj["kind"] != "PodGroup"]
+        assert len(without) < len(objects(stack))
+        reported = [m for obj in without for m in rules.gang_scheduled(obj, without)]
+        assert reported and all("its pods name PodGroup pi, which the stack does not create" in m for m in reported)

@@ -20,7 +20,8 @@ MMDC = MERMAID / "node_modules" / ".bin" / "mmdc"
 CHROMIUM = Path("/usr/bin/chromium")
 # A bound for a hung browser, not for a slow machine.
 DRAW_SECONDS = 600
-EXAMPLES = [("stacks/__main__.py", "dev", 2), ("stacks/__main__.py", "hpc", 2),
+EXAMPLES = [("stacks/__main__.py", "dev", 2), ("stacks/__main__.py", "hpc", 2), ("stacks/__main__.py", "kueue", 3),
+            ("stacks/__main__.py", "volcano", 3),
             ("stacks/platform/__main__.py", "prod", 4)]   # three jobs and the TrainingNamespace
 
 

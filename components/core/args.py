@@ -30,6 +30,8 @@ from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
 
 DEFAULT_SHM_SIZE = "1Gi"
+# The gang scheduler integrations, each a module of trainjobs.scheduling.
+GANG_SCHEDULERS = ("kueue", "volcano", "coscheduling")
 INT32_MAX = 2**31 - 1
 # A run identifier is appended to the job name, so it must keep the name an RFC 1035 label.
 RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -366,6 +368,10 @@ class FailurePolicy(Model):
         return self
 
 
+# How a job's pods are created, each a module of trainjobs.backends.
+BACKENDS = ("jobs", "jobset")
+
+
 class CommonArgs(_PodFields):
     """Arguments every training job accepts, whatever its family: the fields of a job's arguments and
     of a platform profile."""
@@ -393,6 +399,11 @@ class CommonArgs(_PodFields):
     true makes `pulumi up` wait for them to complete."""
     wait_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
     """With wait_for_completion, `pulumi.com/timeoutSeconds`. Default: the provider's (10 minutes)."""
+    backend: Optional[str] = "jobs"
+    """What the job's pods are created by: "jobs" (an Indexed Job per role, no controller needed) or "jobset"
+    (one `jobset.x-k8s.io/v1alpha2` JobSet shaped as Kubeflow Trainer creates it, for clusters running the
+    JobSet controller; adds start order and whole-group restarts). Pods, env, hostnames, DNS names and the
+    hostfile are the same either way. See docs/backends.md."""
     dataset_initializer: Optional[Initializer] = None
     """Dataset initializer, over the runtime's."""
     model_initializer: Optional[Initializer] = None
@@ -410,6 +421,26 @@ class CommonArgs(_PodFields):
     """How long `pulumi up` waits for each initializer Job, and training pods wait for their markers."""
     extra_roles: Optional[dict[str, ExtraRole]] = Field(default_factory=dict)
     """Role name -> pods beside training that get no training env (TensorBoard, an evaluator)."""
+    gang_scheduler: Optional[str] = None
+    """Gang scheduling of the job's training pods (nodes and launcher) as one unit: "kueue" (admitted whole
+    from a Kueue LocalQueue), "volcano" (a Volcano PodGroup) or "coscheduling" (a scheduler-plugins
+    PodGroup). Default: none, each Job is scheduled pod by pod. See docs/scheduling.md."""
+    queue: Optional[str] = None
+    """The queue the job waits in: a Kueue LocalQueue (required with gang_scheduler "kueue") or a Volcano
+    queue (gang_scheduler "volcano"; default Volcano's `default`)."""
+    priority_class: Optional[str] = None
+    """Priority of the job in its queue: a Kueue WorkloadPriorityClass (gang_scheduler "kueue") or the
+    Volcano PodGroup's priorityClassName. The pods' own priority is priority_class_name."""
+    schedule_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
+    """How long the Coscheduling plugin waits for the whole group before it retries (the PodGroup's
+    `scheduleTimeoutSeconds`; default the plugin's). gang_scheduler "coscheduling" only."""
+    scheduler_name: Optional[str] = None
+    """The pods' `schedulerName`, for every pod of the job. Default: "volcano" under Volcano, else the
+    cluster's default scheduler (under coscheduling, name the scheduler that runs the Coscheduling plugin
+    unless the default one does)."""
+    suspend: Optional[bool] = None
+    """The Jobs' (or the JobSet's) `spec.suspend`: true creates them suspended, and nothing runs until
+    something resumes them. Default: unset. Refused under Kueue, which suspends and resumes them itself."""
     pod_spec_overrides: Optional[dict[str, Any]] = None
     """PodSpec fields the arguments do not model, in Kubernetes' camelCase (dnsPolicy, runtimeClassName,
     shareProcessNamespace, ...), set on every training pod. Fields the job
@@ -424,10 +455,25 @@ class CommonArgs(_PodFields):
     """JobSpec fields the arguments do not model (successPolicy, podReplacementPolicy, ...), set on every
     training Job. Fields the job derives or has an argument for are refused."""
 
+    @field_validator("gang_scheduler")
+    @classmethod
+    def _known_gang_scheduler(cls, value: Any) -> Any:
+        if value is not None and value not in GANG_SCHEDULERS:
+            raise ValueError(f'unknown gang scheduler {shown(value)}: use one of {", ".join(GANG_SCHEDULERS)}, '
+                             "or leave it unset for none")
+        return value
+
     @field_validator("workspace_size", mode="before")
     @classmethod
     def _workspace_quantity(cls, value: Any) -> Any:
         return None if value is None else _quantity(value)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: Any) -> Any:
+        if value is not None and value not in BACKENDS:
+            raise ValueError(f'unknown backend {shown(value)}: use one of {", ".join(BACKENDS)}')
+        return value
 
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel
 
+from trainjobs.backends import replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
@@ -75,24 +76,35 @@ class TrainJobComponent(pulumi.ComponentResource):
         self._keys: dict[str, pulumi.CustomResource] = {}   # pulumi_tls.PrivateKey by name
         prerequisites: list[pulumi.Resource] = []
         by_name: dict[str, pulumi.CustomResource] = {}
+        ignored = {object_name: list(paths) for object_name, paths in plan.ignore_changes}
+        workloads = workload_kinds()
         for manifest in plan.manifests:
             kind, object_name = manifest["kind"], manifest["metadata"]["name"]
             if deferred or kind == "Secret":   # placeholders come from Outputs, or are keys in Secrets
                 manifest = self._resolve(manifest, caller_depends)
             ordered_after = [by_name[before] for after, before in plan.ordering if after == object_name]
+            replaced_on = replace_on_changes(kind)
             child_opts = pulumi.ResourceOptions(
                 parent=self,
-                depends_on=caller_depends + (prerequisites if kind == "Job" else []) + ordered_after,
+                depends_on=caller_depends + (prerequisites if kind in workloads else []) + ordered_after,
+                ignore_changes=ignored.get(object_name),
                 # A changed failure policy cannot be patched into a Job: it is replaced, like a changed template.
-                replace_on_changes=list(IMMUTABLE_PATHS) if kind == "Job" else None,
+                # A backend's custom resource names what its controller refuses to change; a named object is
+                # replaced by deleting it first, as its name is taken until then.
+                replace_on_changes=list(IMMUTABLE_PATHS) if kind == "Job" else (replaced_on or None),
+                **({"delete_before_replace": True} if kind != "Job" and replaced_on else {}),
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.
             props = {_snake(k): v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-            resource = _RESOURCE_CLASSES[(manifest["apiVersion"], kind)](object_name, opts=child_opts, **props)
+            resource_class = _RESOURCE_CLASSES.get((manifest["apiVersion"], kind))
+            if resource_class is None:   # a custom resource (a backend's JobSet, a scheduler's PodGroup)
+                resource_class = k8s.apiextensions.CustomResource
+                props = {"api_version": manifest["apiVersion"], "kind": kind, **props}
+            resource = resource_class(object_name, opts=child_opts, **props)
             self.resources[f"{kind}/{object_name}"] = resource
             by_name[object_name] = resource
-            if kind != "Job":
+            if kind not in workloads:
                 prerequisites.append(resource)
 
         self.register_outputs(dict(plan.outputs))

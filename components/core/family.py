@@ -63,6 +63,10 @@ class Family:
     """Roles the family's Jobs and objects are named after; no extra role may take these names."""
     reserved_env: ClassVar[Mapping[str, str]] = {}
     """Variables the family derives, each with the argument that sets it instead; user env may not set them."""
+    start_after: ClassVar[Mapping[str, str]] = {}
+    """Role -> the role whose pods must be ready before its pods start (JobSet `dependsOn` Ready)."""
+    success_roles: ClassVar[tuple[str, ...]] = ()
+    """Roles whose completion completes the job (JobSet `successPolicy`); empty: every training role."""
 
     def roles(self, job: Job) -> list[TrainingRole]:
         raise NotImplementedError

@@ -39,7 +39,7 @@ _OVERRIDES = {
         "affinity": "affinity", "serviceAccountName": "service_account_name", "serviceAccount": "service_account_name",
         "imagePullSecrets": "image_pull_secrets", "priorityClassName": "priority_class_name",
         "securityContext": "security_context", "hostNetwork": "host_network",
-        "topologySpreadConstraints": "topology_spread_constraints"}),
+        "topologySpreadConstraints": "topology_spread_constraints", "schedulerName": "scheduler_name"}),
     "container_overrides": (_field_kinds(ContainerArgs), {
         "name": None, "image": "image", "command": "command", "args": "args", "env": "env", "envFrom": "env_from",
         "ports": "ports", "resources": "resources_per_node", "volumeMounts": "volume_mounts",
@@ -50,7 +50,7 @@ _OVERRIDES = {
         "manualSelector": None, "backoffLimit": "backoff_limit", "activeDeadlineSeconds": "active_deadline_seconds",
         "ttlSecondsAfterFinished": "ttl_seconds_after_finished", "podFailurePolicy": "failure_policy",
         "backoffLimitPerIndex": "failure_policy.backoff_limit_per_index",
-        "maxFailedIndexes": "failure_policy.max_failed_indexes"}),
+        "maxFailedIndexes": "failure_policy.max_failed_indexes", "suspend": "suspend"}),
 }
 
 

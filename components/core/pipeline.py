@@ -9,6 +9,7 @@ every problem at once, naming the argument behind each, before anything register
 from dataclasses import dataclass
 from typing import Any
 
+from trainjobs.backends import Workload, backend, controller_jobs
 from trainjobs.kube import apivalidation
 from trainjobs.core import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
@@ -26,6 +27,7 @@ from trainjobs.core.overrides import apply_overrides, check_overrides
 from trainjobs.core.profile import apply_profile, from_profile
 from trainjobs.kube.requests import total_requests
 from trainjobs.kube.templates import upsert
+from trainjobs.scheduling import schedule
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
 
@@ -44,6 +46,8 @@ class TrainJobPlan:
     # (dependent, prerequisite) object names: under `pulumi up` the dependent is created only
     # after the prerequisite is ready (for a Job without skipAwait: complete).
     ordering: tuple[tuple[str, str], ...] = ()
+    # Object name -> input paths Pulumi leaves alone (fields a scheduler such as Kueue owns).
+    ignore_changes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
@@ -118,23 +122,32 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                                                                      args, extra_volumes=volumes, init_containers=waits,
                                                                      dns_config=r.dns_config), args),
                                          args, training=True))
-    ordering = tuple((job["metadata"]["name"], init) for job in jobs for init in setup.job_names)
-    others = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
-              for m in (*setup.manifests, *extra_role_jobs(name, args, runtime))]
-    manifests = (headless_service(name, runtime, args), *objects, *others[:len(setup.manifests)], *jobs,
-                 *others[len(setup.manifests):])
+    setup_objects = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
+                     for m in setup.manifests]
+    initializer_jobs = tuple(m for m in setup_objects if m["kind"] == "Job")
+    workload = Workload(name, args, runtime, tuple(jobs), initializer_jobs, family.start_after, family.success_roles)
+    backend(args.backend).check(issues, workload)
+    assembly = backend(args.backend).assemble(workload)
+    manifests = [headless_service(name, runtime, args), *objects, *(m for m in setup_objects if m["kind"] != "Job"),
+                 *assembly.objects,
+                 *(apply_failure_policy(m, args, training=False) for m in extra_role_jobs(name, args, runtime))]
+    scheduled = schedule(name, args, manifests, [job["metadata"]["name"] for job in jobs], issues)
+    manifests = scheduled.manifests
+    # The API server's rules apply to the Jobs that run, whichever backend creates them.
+    running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
-    for issue in argpaths.issues(apivalidation.problems(manifests), list(manifests), sources):
+    for issue in argpaths.issues(apivalidation.problems(running), running, sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
     if sourced:   # a value the job only inherits is named where it is set: in the profile
         issues.issues = [Issue(f"profile.{i.field}", i.message) if _top_field(i.field) in sourced else i
                          for i in issues.issues]
     issues.raise_if_any(family.component, name)
-    outputs = outputs.model_copy(update={"requests": total_requests(manifests)})
+    outputs = outputs.model_copy(update={"requests": total_requests(running)})
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=ordering)
+                        ordering=assembly.ordering,
+                        ignore_changes=tuple((n, tuple(p)) for n, p in sorted(scheduled.ignore_changes.items())))
 
 
 def _top_field(path: str) -> str:

@@ -357,6 +357,9 @@ class MpiFamily(Family):
 
     outputs_type = MpiOutputs
     roles_used = (LAUNCHER, NODE, MPI_ROLE)
+    # As Kubeflow's MPI runtimes: the launcher starts once the nodes' sshd is ready, and its end is the job's.
+    start_after = {LAUNCHER: NODE}
+    success_roles = (LAUNCHER,)
     reserved_env = RESERVED_ENV
 
     def __init__(self, component: str, args_type: type[MpiTrainJobArgs]) -> None:

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from .jobsets import Disruption
 from .jobs import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, LocalRun, RunResult
 from .network import sweep_stale
 from .plan import PlanError, select
@@ -63,19 +64,30 @@ def host_problems() -> list[str]:
 def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
               run_root: str | os.PathLike | None = None, max_grace: float = DEFAULT_MAX_GRACE,
               echo_logs: bool = True, write: Callable[[str], None] | None = None,
-              verbose: bool = False) -> RunResult:
+              verbose: bool = False, disruptions: list[str] = ()) -> RunResult:
     """Run the Jobs among `objects` (plain manifests, secrets revealed) as local pods.
 
     `jobs` names Jobs or training jobs (a subdomain shared by Jobs); all runnable ones by default.
     The containers' output is echoed (`echo_logs`) without sshd's connection messages and known
-    harmless messages unless `verbose`; the logs keep every line.
+    harmless messages unless `verbose`; the logs keep every line. `disruptions` evict pods as a
+    preemption would, each `HOSTNAME@SECONDS` (after the pod's containers start) or `HOSTNAME@output:TEXT`
+    (once the pod prints TEXT).
     Raises PlanError when the rendering cannot run here and HostNotReady when this machine can't
     run pods; both before anything is created.
     """
+    try:
+        evictions = [Disruption.parse(text) for text in disruptions]
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
     problems = host_problems()
     if problems:
         raise HostNotReady("; ".join(problems))
     selection = select(objects, jobs)
+    hostnames = {slot.hostname for job in selection.jobs for slot in job.slots}
+    for disruption in evictions:
+        if disruption.hostname not in hostnames:
+            raise PlanError(f"--disrupt {disruption.hostname}: no pod of that hostname runs; pods: "
+                            f"{', '.join(sorted(hostnames))}")
     if write is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
@@ -84,5 +96,5 @@ def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float
         write(f"removed the leftovers of an interrupted local run {stale}")
     root = Path(run_root) if run_root else Path(tempfile.gettempdir())
     run = LocalRun(objects, selection, root, timeout=timeout, max_grace=max_grace, echo_logs=echo_logs, write=write,
-                   verbose=verbose)
+                   verbose=verbose, disruptions=evictions)
     return run.run()

@@ -8,7 +8,13 @@ As the Job controller, for each selected Job:
   (10 s, doubling) while failures stay within the limit. Beyond it the Job fails
   (BackoffLimitExceeded) and its running pods are stopped: with `backoffLimit: 0` the first failed
   pod stops the rest;
-- `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods.
+- `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods;
+- `podFailurePolicy` decides first, by the first matching rule (`policies.py`): FailJob fails the Job
+  at once (PodFailurePolicy), Ignore replaces the pod without counting it (a disruption, by default),
+  FailIndex fails the index; with `backoffLimitPerIndex` failures count per index, and
+  `maxFailedIndexes` bounds how many may fail. A replacement starts once the failed pod is gone.
+
+A JobSet's Jobs are held and recreated by its controller (`jobsets.py`), and `--disrupt` evicts pods.
 
 Jobs of one training job (pods sharing a subdomain) run side by side; when one fails, the others
 are stopped too, as nothing else would end them. The whole run is bounded by a timeout; on
@@ -30,9 +36,12 @@ from pathlib import Path
 from typing import Callable
 
 from trainjobs.tools.podview import ObjectIndex
+from .jobsets import Disruption, jobset_runs
 from .network import Network
 from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec
+from .policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES,
+                       MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, pod_verdict)
 from .pods import ContainerRun, Sandbox, SandboxError, tcp_sockets
 
 EXIT_OK = 0
@@ -103,6 +112,7 @@ class PodRun:
     _waiting_on: ContainerRun | None = None
     stop_deadline: float | None = None
     network_note: str = ""  # what the pod's sockets were doing when the run had to stop it
+    conditions: set[str] = field(default_factory=set)  # pod conditions with status True (DisruptionTarget)
 
     @property
     def index(self) -> int:
@@ -115,6 +125,28 @@ class PodRun:
     @property
     def done(self) -> bool:
         return self.phase in ("Succeeded", "Failed", "Stopped")
+
+    @property
+    def ready(self) -> bool:
+        """Running with every main container started (readiness probes are not emulated)."""
+        return self.phase == "Running" and self._waiting_on is None and self._next >= len(self.spec.containers)
+
+    @property
+    def settled(self) -> bool:
+        """Done, and every process of it gone: its slot (hostname, address) is free for a new pod."""
+        return self.done and self.stop_deadline is None
+
+    def exit_codes(self) -> dict[str, int]:
+        """Each terminated container's exit code, by container name, as podFailurePolicy reads them."""
+        return {c.spec.name: c.exit_code for c in self.sandbox.containers if c.exit_code is not None}
+
+    def disrupt(self, why: str, now: float) -> None:
+        """Evicted as a preemption evicts: condition DisruptionTarget, SIGTERM, SIGKILL after the grace period."""
+        if self.done:
+            return
+        self.conditions.add(DISRUPTION_TARGET)
+        self.phase, self.reason, self.finished = "Failed", f"{DISRUPTION_TARGET}: {why}", now
+        self.begin_stop(now)
 
     def prefix(self, container: str) -> str:
         name = self.spec.slot.hostname + (f"#{self.attempt}" if self.attempt > 1 else "")
@@ -181,7 +213,7 @@ class PodRun:
             if not self.sandbox.stopped():
                 return False
         self.sandbox.cleanup()
-        if self.phase == "Stopped" and self.exit_code is None:
+        if self.exit_code is None:   # stopped from outside, or evicted
             codes = [c.exit_code for c in self.sandbox.containers if c.spec.kind == "main" and c.exit_code is not None]
             self.exit_code = next((c for c in codes if c != 0), codes[0] if codes else None)
         self.stop_deadline = None
@@ -202,9 +234,24 @@ class JobRun:
     started: float = 0.0
     finished: float | None = None
     cause: PodRun | None = None  # the pod whose failure failed the Job
+    held: bool = False  # its JobSet has not created it yet (start order, or a restart under way)
+    failure_reason: str = ""  # the reason of its Failed condition (BackoffLimitExceeded, PodFailurePolicy, ...)
+    failure_message: str = ""
+    ignored_failures: int = 0  # failed pods a podFailurePolicy Ignore rule did not count
+    index_failures: Counter = field(default_factory=Counter)  # per index, with backoffLimitPerIndex
+    failed_indexes: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.pending.extend(range(self.spec.completions))
+
+    def recreate(self, now: float) -> None:
+        """A new Job of the same name, as a JobSet restart creates it: every index pending again."""
+        self.pending = deque(range(self.spec.completions))
+        self.retry_at, self.active, self.succeeded = {}, {}, set()
+        self.failures = self.ignored_failures = 0
+        self.index_failures, self.failed_indexes = Counter(), set()
+        self.state, self.reason, self.started, self.finished, self.cause = "", "", now, None, None
+        self.failure_reason = self.failure_message = ""
 
     @property
     def name(self) -> str:
@@ -212,16 +259,17 @@ class JobRun:
 
     def due(self, now: float) -> list[int]:
         """Indexes to start a pod for now, within parallelism and past their backoff."""
-        if self.state:
+        if self.state or self.held:
             return []
         if self.spec.active_deadline_seconds and now - self.started > self.spec.active_deadline_seconds:
-            self.fail("DeadlineExceeded", f"activeDeadlineSeconds {self.spec.active_deadline_seconds} passed", now)
+            self.fail(DEADLINE_EXCEEDED, f"activeDeadlineSeconds {self.spec.active_deadline_seconds} passed", now)
             return []
         chosen = []
         for index in list(self.pending):
             if len(self.active) + len(chosen) >= self.spec.parallelism:
                 break
-            if self.retry_at.get(index, 0) <= now:
+            # A replacement waits for the failed pod to be gone (podReplacementPolicy Failed): it takes its slot.
+            if self.retry_at.get(index, 0) <= now and all(p.settled for p in self.pods if p.index == index):
                 chosen.append(index)
                 self.pending.remove(index)
         return chosen
@@ -232,24 +280,60 @@ class JobRun:
             return
         if pod.phase == "Succeeded":
             self.succeeded.add(pod.index)
-            if len(self.succeeded) == self.spec.completions:
-                self.state, self.finished = "Complete", now
+            self._check_indexes(now)
+            return
+        verdict = (pod_verdict(self.spec.pod_failure_rules, pod.spec.name, pod.exit_codes(), pod.conditions)
+                   if self.spec.pod_failure_rules else None)
+        action = verdict.action if verdict else "Count"
+        if action == "FailJob":
+            self.cause = pod
+            self.fail(POD_FAILURE_POLICY, verdict.message, now)
+            return
+        if action == "Ignore":   # replaced at once, counted nowhere
+            self.ignored_failures += 1
+            self.pending.appendleft(pod.index)
             return
         self.failures += 1
+        if self.spec.backoff_limit_per_index is not None:
+            self.index_failures[pod.index] += 1
+            if action == "FailIndex" or self.index_failures[pod.index] > self.spec.backoff_limit_per_index:
+                self.failed_indexes.add(pod.index)
+                limit = self.spec.max_failed_indexes
+                if limit is not None and len(self.failed_indexes) > limit:
+                    self.cause = pod
+                    self.fail(MAX_FAILED_INDEXES_EXCEEDED, f"{len(self.failed_indexes)} failed indexes, more than "
+                                                           f"maxFailedIndexes {limit}", now)
+                    return
+                self._check_indexes(now)
+                if self.state:
+                    return
         if self.failures > self.spec.backoff_limit:
             self.cause = pod
-            self.fail("BackoffLimitExceeded",
+            self.fail(BACKOFF_LIMIT_EXCEEDED,
                       f"pod {pod.spec.name} (index {pod.index}) failed: {pod.reason}; "
                       f"backoffLimit {self.spec.backoff_limit} reached", now)
+            return
+        if pod.index in self.failed_indexes:
             return
         delay = min(10.0 * 2 ** (self.failures - 1), 360.0)
         self.retry_at[pod.index] = now + delay
         self.pending.appendleft(pod.index)
 
+    def _check_indexes(self, now: float) -> None:
+        """Complete when every index succeeded; Failed (FailedIndexes) when the rest failed for good."""
+        if len(self.succeeded) + len(self.failed_indexes) < self.spec.completions:
+            return
+        if self.failed_indexes:
+            self.fail(FAILED_INDEXES, f"indexes {', '.join(map(str, sorted(self.failed_indexes)))} failed "
+                                      f"(backoffLimitPerIndex {self.spec.backoff_limit_per_index})", now)
+        else:
+            self.state, self.finished = "Complete", now
+
     def fail(self, state_reason: str, message: str, now: float, state: str = "Failed") -> None:
         if self.state:
             return
         self.state, self.reason, self.finished = state, f"{state_reason}: {message}", now
+        self.failure_reason, self.failure_message = state_reason, message
         for pod in list(self.active.values()):
             pod.terminate(f"stopped: Job {state.lower()}", now)
         self.pending.clear()
@@ -264,16 +348,20 @@ class RunResult:
     jobs: list[JobRun]
     message: str
     leftovers: list[str]
+    jobsets: list = field(default_factory=list)  # JobSetRun
 
     def to_json(self) -> dict:
         return {
             "status": self.status, "exit_code": self.exit_code, "duration_seconds": round(self.duration, 2),
             "message": self.message, "leftovers": self.leftovers,
+            "jobsets": [{"name": s.name, "state": s.state, "reason": s.reason, "restarts": s.restarts}
+                        for s in self.jobsets],
             "jobs": [{"name": j.name, "state": j.state, "reason": j.reason, "succeeded": sorted(j.succeeded),
-                      "failed_pods": j.failures} for j in self.jobs],
+                      "failed_pods": j.failures, "ignored_failed_pods": j.ignored_failures,
+                      "failed_indexes": sorted(j.failed_indexes)} for j in self.jobs],
             "pods": [{"name": p.spec.name, "hostname": p.spec.slot.hostname, "job": j.name, "index": p.index,
                       "attempt": p.attempt, "ip": p.spec.slot.ip, "phase": p.phase, "exit_code": p.exit_code,
-                      "reason": p.reason, "reported": p.reported(),
+                      "reason": p.reason, "conditions": sorted(p.conditions), "reported": p.reported(),
                       "duration_seconds": round((p.finished or p.started) - p.started, 2) if p.started else None,
                       "logs": {c.spec.name: str(c.log_path) for c in p.sandbox.containers}}
                      for j in self.jobs for p in j.pods],
@@ -284,7 +372,8 @@ class LocalRun:
     """Runs a selection of rendered Jobs as emulated pods on this machine."""
 
     def __init__(self, objects: list[dict], selection: Selection, run_root: Path, timeout: float | None,
-                 max_grace: float, echo_logs: bool, write: Callable[[str], None], verbose: bool = False):
+                 max_grace: float, echo_logs: bool, write: Callable[[str], None], verbose: bool = False,
+                 disruptions: list[Disruption] = ()):
         self.index = ObjectIndex(objects)
         self.selection = selection
         self.timeout = timeout
@@ -293,6 +382,8 @@ class LocalRun:
         self.echo = Echo(self.console, verbose) if echo_logs else None
         self.verbose = verbose
         self.jobs = [JobRun(spec) for spec in selection.jobs]
+        self.jobsets, self.notes = jobset_runs(objects, self.jobs)
+        self.disruptions = list(disruptions)
         self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
         self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
         self._signal: int | None = None
@@ -346,7 +437,7 @@ class LocalRun:
         if leftovers:
             message += "; could not remove: " + ", ".join(leftovers)
             exit_code = exit_code or EXIT_FAILED
-        result = RunResult(status, exit_code, self.run_dir, duration, self.jobs, message, leftovers)
+        result = RunResult(status, exit_code, self.run_dir, duration, self.jobs, message, leftovers, self.jobsets)
         (self.run_dir / "summary.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
         self._print_summary(result)
         return result
@@ -362,6 +453,18 @@ class LocalRun:
         for job in self.jobs:
             for feature in job.spec.ignored:
                 say(f"  note: Job {job.name}: {feature} is not emulated")
+        for note in self.notes:
+            say(f"  note: {note}")
+        for jobset in self.jobsets:
+            order = " -> ".join(r["name"] for r in jobset.spec["replicatedJobs"])
+            policy = jobset.spec.get("failurePolicy")
+            say(f"  JobSet {jobset.name}: replicated jobs {order}; "
+                + (f"restarts the whole group up to {policy.get('maxRestarts', 0)} time(s)" if policy
+                   else "the first failed Job fails it"))
+        for disruption in self.disruptions:
+            when = (f"{disruption.after_seconds:g}s after it starts" if disruption.after_seconds is not None
+                    else f"once it prints {disruption.after_output!r}")
+            say(f"  disruption: pod {disruption.hostname} is evicted {when}")
         say(f"  network: bridge {self.network.bridge}, subnet {self.network.subnet} (no host address, no route out)")
         for job in self.jobs:
             for slot in job.spec.slots:
@@ -383,6 +486,9 @@ class LocalRun:
                 self._note_sockets()
                 return "timeout", (f"timed out after {self.timeout:g}s"
                                    + (f" with pods still running: {', '.join(running)}" if running else ""))
+            for jobset in self.jobsets:
+                jobset.step(now)
+            self._disrupt(now)
             self._start_due_pods(now)
             for job in self.jobs:
                 for pod in list(job.active.values()):
@@ -392,12 +498,35 @@ class LocalRun:
                         job.pod_finished(pod, now)
             self._propagate_failures(now)
             self._settle(now)
-            if all(j.state for j in self.jobs) and not self._stopping:
-                failed = [j for j in self.jobs if j.state != "Complete"]
-                if not failed:
-                    return "succeeded", f"{len(self.jobs)} Job(s) complete"
-                return "failed", "; ".join(f"Job {j.name} {j.state.lower()}: {j.reason}" for j in failed)
+            for jobset in self.jobsets:
+                jobset.step(now)
+            if all(j.state and j.state != "Restarting" for j in self.jobs) and not self._stopping:
+                return self._outcome()
             time.sleep(TICK)
+
+    def _outcome(self) -> tuple[str, str]:
+        """Succeeded when every JobSet completed and every other Job is complete."""
+        failed_sets = [s for s in self.jobsets if s.state != "Completed"]
+        owned = {j.name for s in self.jobsets for j in s.all_jobs()}
+        failed = [j for j in self.jobs if j.name not in owned and j.state != "Complete"]
+        if not failed_sets and not failed:
+            done = [f"{len(self.jobsets)} JobSet(s) completed"] if self.jobsets else []
+            if len(self.jobs) > len(owned) or not self.jobsets:
+                done.append(f"{len(self.jobs) - len(owned)} Job(s) complete")
+            return "succeeded", ", ".join(done)
+        causes = [f"JobSet {s.name} {s.state.lower() or 'stopped'}: {s.reason}" for s in failed_sets]
+        causes += [f"Job {j.name} {j.state.lower()}: {j.reason}" for j in failed]
+        return "failed", "; ".join(causes)
+
+    def _disrupt(self, now: float) -> None:
+        """Evict the pods whose disruption is due, as a preemption would."""
+        for disruption in self.disruptions:
+            for job in self.jobs:
+                for pod in list(job.active.values()):
+                    if disruption.due(pod, now):
+                        disruption.done = True
+                        self.console(f"disrupting pod {pod.spec.name}: DisruptionTarget (preempted by run-local)")
+                        pod.disrupt("preempted by run-local --disrupt", now)
 
     def _note_sockets(self) -> None:
         """For each running pod: the ports it listens on and the peers it talks to or tries to reach."""
@@ -458,8 +587,10 @@ class LocalRun:
 
     def _propagate_failures(self, now: float) -> None:
         """A failed Job fails its training job: stop the other Jobs sharing its subdomain."""
+        failed_sets = {s.name for s in self.jobsets if s.state == "Failed"}
         for job in self.jobs:
-            if job.state in ("Failed",):
+            # A JobSet's own failure policy decides for its Jobs; once it has failed, the training job has.
+            if job.state == "Failed" and (job.spec.jobset is None or job.spec.jobset in failed_sets):
                 for other in self.jobs:
                     if other is not job and other.spec.group == job.spec.group and not other.state:
                         other.fail("Stopped", f"Job {job.name} of training job {job.spec.group} failed", now,
@@ -501,9 +632,13 @@ class LocalRun:
         for row in rows:
             say("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
         say()
+        for jobset in self.jobsets:
+            say(f"JobSet {jobset.name}: {jobset.state or 'Unknown'} after {jobset.restarts} restart(s)"
+                + (f": {jobset.reason}" if jobset.reason else ""))
         for job in self.jobs:
+            ignored = f", {job.ignored_failures} not counted" if job.ignored_failures else ""
             say(f"Job {job.name}: {job.state or 'Unknown'} ({len(job.succeeded)}/{job.spec.completions} "
-                f"indexes succeeded, {job.failures} failed pod(s))" + (f": {job.reason}" if job.reason else ""))
+                f"indexes succeeded, {job.failures} failed pod(s){ignored})" + (f": {job.reason}" if job.reason else ""))
             for pod in self._latest_attempts(job):  # what each index (a pod, a node rank) said last
                 reports = pod.reported()
                 said = "; ".join(f"{name}: {line}" if len(reports) > 1 else line for name, line in reports.items()

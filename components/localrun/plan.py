@@ -14,6 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trainjobs.backends import controller_jobs
+from trainjobs.backends.jobset import REPLICATED_JOB, jobset_of
+from trainjobs.core.args import INT32_MAX
 from trainjobs.core.naming import CLUSTER_DOMAIN
 from trainjobs.tools.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
                                      volume_files)
@@ -168,6 +171,11 @@ class JobSpec:
     group: str  # the training job: pods' subdomain (the headless Service), else the Job itself
     slots: list[PodSlot]
     ignored: list[str] = field(default_factory=list)  # Job features a local run does not emulate
+    pod_failure_rules: list[dict[str, Any]] = field(default_factory=list)  # spec.podFailurePolicy.rules
+    backoff_limit_per_index: int | None = None
+    max_failed_indexes: int | None = None
+    jobset: str | None = None  # the JobSet whose controller created the Job
+    replicated_job: str | None = None
 
 
 @dataclass
@@ -207,6 +215,7 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     Jobs run together or not at all. Jobs needing device resources cannot be scheduled here:
     named ones are an error, the others are skipped with the reason.
     """
+    objects = controller_jobs(objects)   # a JobSet runs as the Jobs its controller creates
     jobs = [o for o in objects if o["kind"] == "Job"]
     if not jobs:
         raise PlanError("the rendering has no Job to run")
@@ -283,8 +292,7 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
     parallelism = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
     if parallelism < 1:
         raise PlanError(f"Job {name} has parallelism {parallelism}: it would start no pod")
-    ignored = [key for key in ("podFailurePolicy", "backoffLimitPerIndex", "successPolicy", "suspend")
-               if spec.get(key)]
+    ignored = [key for key in ("successPolicy", "suspend") if spec.get(key)]
     slots = []
     for i in range(completions):
         view = pod_view(job, i, index, reveal=False)
@@ -293,9 +301,14 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
                              subdomain=_pod_spec_of(job).get("subdomain"), labels=view.labels, indexed=indexed,
                              searches=tuple((_pod_spec_of(job).get("dnsConfig") or {}).get("searches") or ())))
     job_spec = JobSpec(name=name, namespace=namespace, manifest=job, completions=completions,
-                       parallelism=min(parallelism, completions), backoff_limit=int(spec.get("backoffLimit", 6)),
+                       parallelism=min(parallelism, completions), backoff_limit=int(spec.get(
+                           "backoffLimit", INT32_MAX if spec.get("backoffLimitPerIndex") is not None else 6)),
                        active_deadline_seconds=spec.get("activeDeadlineSeconds"), indexed=indexed,
-                       group=_group(job), slots=slots, ignored=ignored)
+                       group=_group(job), slots=slots, ignored=ignored,
+                       pod_failure_rules=list((spec.get("podFailurePolicy") or {}).get("rules") or []),
+                       backoff_limit_per_index=spec.get("backoffLimitPerIndex"),
+                       max_failed_indexes=spec.get("maxFailedIndexes"),
+                       jobset=jobset_of(job), replicated_job=(job["metadata"].get("labels") or {}).get(REPLICATED_JOB))
     for slot in slots:  # surface every configuration problem before anything starts
         pod_spec(job_spec, slot, index, suffix="xxxxx")
     return job_spec

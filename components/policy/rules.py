@@ -255,27 +255,31 @@ def gang_scheduled(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -
     """A job that waits in a queue is admitted as one gang: all its pods or none. Otherwise a queue
     can start part of a job, whose pods then hold GPUs while they wait for the rest.
 
-    A gang is: one Job or JobSet queued whole by Kueue, pods in one Kueue pod group, or pods that name a
-    PodGroup of the stack (Volcano's group annotation, coscheduling's label)."""
+    The pods that must run at once are the training pods of all the job's Jobs; an initializer or an
+    extra role runs on its own. A gang is: a single pod, one Job or JobSet queued whole by Kueue, pods in
+    one Kueue pod group, or pods that name a PodGroup of the stack (Volcano's group annotation,
+    coscheduling's label)."""
     if kind(obj) not in ("Job", "JobSet"):
         return []
-    members = _members(obj, stack)
+    if any(is_training(template) for _, _, template in pod_templates(obj)):
+        members = [m for m in _members(obj, stack) if any(is_training(t) for _, _, t in pod_templates(m))]
+    else:
+        members = [obj]
+    alone = sum(count for member in members for _, count, _ in pod_templates(member)) <= 1
     groups = {_meta(g).get("name") for g in stack if kind(g) == "PodGroup"
               and _meta(g).get("namespace") == _meta(obj).get("namespace")}
     found = []
     for what, _, template in pod_templates(obj):
-        queue = _queue(obj, template)
-        if queue is None:
-            continue
         meta = template.get("metadata") or {}
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        if labels.get(KUEUE_POD_GROUP_LABEL):
-            continue
         group = annotations.get(VOLCANO_GROUP_ANNOTATION) or labels.get(COSCHEDULING_GROUP_LABEL)
         if group:
             if group not in groups:
                 found.append(f"{what}: its pods name PodGroup {group}, which the stack does not create; "
                              "without it they are never scheduled")
+            continue
+        queue = _queue(obj, template)
+        if queue is None or alone or labels.get(KUEUE_POD_GROUP_LABEL):
             continue
         if kind(obj) == "JobSet" or len(members) == 1:
             if (_meta(obj).get("labels") or {}).get(KUEUE_QUEUE_LABEL):

@@ -103,7 +103,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     try:
         outcome = localrun.run_local(objects, jobs=args.job or None, timeout=args.timeout or None,
                                      run_root=args.run_dir, max_grace=args.grace, echo_logs=not args.quiet,
-                                     verbose=args.verbose)
+                                     verbose=args.verbose, disruptions=args.disrupt)
     except localrun.PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return localrun.EXIT_USAGE
@@ -143,6 +143,10 @@ def parser() -> argparse.ArgumentParser:
                    help="longest grace period between SIGTERM and SIGKILL when pods are stopped (default: 5)")
     p.add_argument("--run-dir", metavar="DIR",
                    help="where the run's directory (logs, summary.json) is made (default: the temp dir)")
+    p.add_argument("--disrupt", action="append", default=[], metavar="POD@WHEN",
+                   help="evict the pod with this hostname as a preemption would (condition DisruptionTarget), "
+                        "WHEN seconds after its containers start, or once it prints TEXT (POD@output:TEXT); "
+                        "repeatable")
     p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
     p.add_argument("--verbose", action="store_true",
                    help="echo every line, with sshd's connection messages and known harmless messages")

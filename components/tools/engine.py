@@ -62,10 +62,14 @@ class RegisteredResource:
     dependencies: tuple[str, ...]
     protect: bool
     inputs: dict[str, Any]
+    ignore_changes: tuple[str, ...] = ()
+    """Input paths the engine would leave undiffed (the resource's ignore_changes option)."""
     retain_on_delete: bool = False
     """Whether Pulumi leaves the object on the cluster when it deletes the resource."""
     replace_on_changes: tuple[str, ...] = ()
     """Input paths whose change makes Pulumi replace the resource rather than update it."""
+    delete_before_replace: bool = False
+    """Whether Pulumi deletes the object before creating its replacement (its name is taken until then)."""
 
     @property
     def is_kubernetes(self) -> bool:
@@ -181,7 +185,9 @@ class _RecordingMonitor(MockMonitor):
                 urn=urn, type=request.type, name=request.name, custom=bool(request.custom),
                 parent_urn=parent, provider=request.provider or None,
                 dependencies=tuple(request.dependencies), protect=bool(request.protect), inputs=inputs,
+                ignore_changes=tuple(request.ignoreChanges),
                 retain_on_delete=bool(request.retainOnDelete), replace_on_changes=tuple(request.replaceOnChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
             ))
         return response
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from trainjobs.backends import controller_jobs
 from trainjobs.core.deferred import REDACTED
 from trainjobs.core.naming import CLUSTER_DOMAIN, COMPLETION_INDEX_ANNOTATION, ENV_NAME, FIELD_KEY_PATH
 from trainjobs.kube.quantity import parse_quantity
@@ -81,10 +82,12 @@ class ObjectIndex:
     """The rendered objects by kind, namespace and name, for resolving references between them.
 
     A ConfigMap's or Secret's values are decoded once and shared by every pod that refers to them.
+    An object a backend's controller turns into Jobs (a JobSet) is indexed as those Jobs.
     """
 
     def __init__(self, objects: list[dict[str, Any]]):
-        self.objects = objects
+        self.objects = controller_jobs(objects)
+        objects = self.objects
         self._by_name: dict[tuple[str, str], dict[str, Any]] = {}
         self._by_namespace: dict[tuple[str, str, str], dict[str, Any]] = {}
         for obj in objects:

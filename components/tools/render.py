@@ -15,6 +15,7 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
+from trainjobs.backends import controller_jobs
 from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.kube import requests
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
@@ -208,8 +209,13 @@ def tree(result: StackResult) -> str:
             manifest = manifests[resource.urn]
             detail = (f"  ({manifest['spec'].get('completions', 1)} pods, requests "
                       f"{requests.summary(requests.total_requests([manifest]))})")
+        elif resource.is_kubernetes and resource.kind == "JobSet":
+            created = controller_jobs([manifests[resource.urn]])
+            detail = ("  (" + ", ".join(f"{job['metadata']['name']}: {job['spec'].get('completions', 1)} pods"
+                                        for job in created)
+                      + f", requests {requests.summary(requests.total_requests(created))})")
         elif not resource.is_kubernetes and children.get(resource.urn):
-            owned = [manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests]
+            owned = controller_jobs([manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests])
             if requests.pod_count(owned):
                 detail = f"  (requests {requests.summary(requests.total_requests(owned))})"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
@@ -220,7 +226,7 @@ def tree(result: StackResult) -> str:
     roots = sorted(children.get(None, []), key=lambda r: (r.type, r.name))
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
-    every = list(manifests.values())
+    every = controller_jobs(list(manifests.values()))   # a JobSet's pods are its Jobs' pods
     lines.append(f"Stack requests: {requests.summary(requests.total_requests(every))} in "
                  f"{requests.pod_count(every)} pods")
     return "\n".join(lines)

@@ -97,7 +97,7 @@ args = {
     "volume_mounts": [{"name": "code", "mountPath": "/opt/e2e", "readOnly": True}],
     "launcher_wait_timeout_seconds": config.get_int("launcher_wait_timeout_seconds") or 60,
 }
-for key in ("mpi_implementation", "namespace"):
+for key in ("mpi_implementation", "namespace", "backend"):
     if config.get(key):
         args[key] = config.get(key)
 if config.get_bool("run_launcher_as_node") is not None:

@@ -21,6 +21,7 @@ TorchTrainJob(name, {
     "num_nodes": 2,
     "num_proc_per_node": 2,
     "rendezvous": config.get("rendezvous") or "static",
+    "backend": config.get("backend") or "jobs",
     "command": ["torchrun", "train.py"],
     "working_dir": "/workspace",
     "env": {

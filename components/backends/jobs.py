@@ -1,0 +1,33 @@
+"""The `jobs` backend: the Indexed Jobs themselves, with no controller beyond Kubernetes' own.
+
+Pulumi orders them: training Jobs are created once the initializer Jobs complete. One failed rank
+fails its Job (within its backoff limit), and nothing restarts the other roles.
+"""
+
+from typing import Any
+
+from trainjobs.core.errors import IssueCollector
+from . import Assembly, Workload
+
+
+class JobsBackend:
+    kinds = ("Job",)
+    replace_on_changes = ()   # pulumi-kubernetes itself replaces a Job whose template changes
+
+    def check(self, issues: IssueCollector, workload: Workload) -> None:
+        policy = workload.args.failure_policy
+        if policy and policy.max_restarts:
+            issues.add("failure_policy.max_restarts",
+                       'whole-group restarts need backend "jobset" (its controller recreates every Job of the job); '
+                       'set backend "jobset", or remove max_restarts and restart with `pulumi up --replace`')
+
+    def assemble(self, workload: Workload) -> Assembly:
+        ordering = tuple((job["metadata"]["name"], prerequisite["metadata"]["name"])
+                         for job in workload.jobs for prerequisite in workload.prerequisites)
+        return Assembly((*workload.prerequisites, *workload.jobs), ordering)
+
+    def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return None   # a Job is what runs
+
+
+BACKEND = JobsBackend()

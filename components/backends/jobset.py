@@ -1,0 +1,182 @@
+"""The `jobset` backend: one `jobset.x-k8s.io/v1alpha2` JobSet, shaped as Kubeflow Trainer creates it.
+
+Each Job the core built becomes a replicated job named after its role, with one replica: the JobSet
+controller names its Jobs `<jobset>-<replicatedJob>-<jobIndex>`, which is `<N>-<role>-0`, the name
+the Indexed Job backend gives them. So pod hostnames, DNS names, env and the hostfile are the same
+under both backends. The JobSet is named after the job, and its network subdomain is the job's own
+headless Service `N`: the controller creates a Service only when none of that name exists, so the
+job keeps its own (selecting the pods by the job's label, published before they are ready).
+
+Start order is `dependsOn`: training after the initializers complete, a role the family starts after
+another (the MPI launcher) once that one's pods are ready. `successPolicy` names the roles whose
+completion completes the job. `failurePolicy.maxRestarts` restarts every child Job when one fails;
+a Job failed by a fatal exit code (podFailurePolicy FailJob) fails the JobSet at once.
+
+`jobs_of` expands a JobSet into the Jobs its controller creates (names, labels, subdomain), for the
+API checks, per-pod views and local runs.
+"""
+
+import hashlib
+from typing import Any
+
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.naming import MAX_DNS_LABEL
+from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
+from . import Assembly, Workload
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+KIND = "JobSet"
+PREFIX = "jobset.sigs.k8s.io/"
+JOBSET_NAME = PREFIX + "jobset-name"
+REPLICATED_JOB = PREFIX + "replicatedjob-name"
+RESTART_ATTEMPT = PREFIX + "restart-attempt"
+WAIT_FOR = "pulumi.com/waitFor"
+# What Pulumi waits for when the job waits for completion (pulumi-kubernetes' generic await).
+COMPLETED = "condition=Completed"
+FATAL_RULE = "fatal-exit-code"
+# The Job condition reason Kubernetes sets when a podFailurePolicy FailJob rule fails a Job.
+POD_FAILURE_POLICY = "PodFailurePolicy"
+# Annotations that tell Pulumi how to await an object: they move from the Jobs to the JobSet.
+_AWAIT_ANNOTATIONS = (SKIP_AWAIT, TIMEOUT_SECONDS)
+
+
+def replicated_job_name(job: dict[str, Any]) -> str:
+    return job["metadata"]["labels"][LABEL_ROLE]
+
+
+def child_job_name(jobset: str, replicated_job: str, index: int) -> str:
+    """The controller's name for a replicated job's Job (`placement.GenJobName`)."""
+    return f"{jobset}-{replicated_job}-{index}"
+
+
+class JobSetBackend:
+    kinds = (KIND,)
+    # The JobSet webhook refuses changes to a JobSet's replicated jobs; pulumi-kubernetes knows nothing
+    # of a custom resource's fields, so a changed spec must be declared a replacement.
+    replace_on_changes = ("spec",)
+
+    def check(self, issues: IssueCollector, workload: Workload) -> None:
+        """The JobSet webhook's rule beyond the Jobs': its longest pod name, with the 5-character suffix
+        Kubernetes adds, must be a DNS label of at most 63 characters (the Job allows 6 more)."""
+        for job in (*workload.prerequisites, *workload.jobs):
+            longest = f"{job['metadata']['name']}-{job['spec']['completions'] - 1}-abcde"
+            if len(longest) > MAX_DNS_LABEL:
+                issues.add("name", f'with backend "jobset", pod names such as {longest} ({len(longest)} characters, '
+                                   f"the last 5 random) exceed {MAX_DNS_LABEL}, which the JobSet webhook refuses: "
+                                   "shorten the job name")
+                return
+
+    def assemble(self, workload: Workload) -> Assembly:
+        name, args = workload.name, workload.args
+        prerequisites = [replicated_job_name(j) for j in workload.prerequisites]
+        # A role started after another comes after it: dependsOn names only earlier replicated jobs.
+        training = sorted(workload.jobs, key=lambda j: replicated_job_name(j) in workload.start_after)
+        replicated = [_replicated(job, ()) for job in workload.prerequisites]
+        for job in training:
+            role = replicated_job_name(job)
+            after = workload.start_after.get(role)
+            depends = ([{"name": after, "status": "Ready"}] if after
+                       else [{"name": p, "status": "Complete"} for p in prerequisites])
+            replicated.append(_replicated(job, depends))
+
+        first = workload.jobs[0]["metadata"]
+        annotations = {k: v for k, v in (first.get("annotations") or {}).items()}
+        if args.wait_for_completion:
+            annotations[WAIT_FOR] = COMPLETED
+        labels = {k: v for k, v in first["labels"].items() if k not in (LABEL_ROLE, "app.kubernetes.io/component")}
+        spec: dict[str, Any] = {
+            "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
+            "replicatedJobs": replicated,
+            "successPolicy": {"operator": "All",
+                              "targetReplicatedJobs": list(workload.success_roles
+                                                           or [replicated_job_name(j) for j in training])},
+            "failurePolicy": _failure_policy(workload),
+        }
+        if args.ttl_seconds_after_finished is not None:
+            spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+        jobset = {"apiVersion": API_VERSION, "kind": KIND,
+                  "metadata": metadata(name, args.namespace, labels, annotations), "spec": spec}
+        return Assembly((jobset,))
+
+    def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
+            return None
+        return child_jobs(manifest)
+
+
+def _replicated(job: dict[str, Any], depends: list[dict[str, str]] | tuple) -> dict[str, Any]:
+    meta = job["metadata"]
+    template_meta: dict[str, Any] = {"labels": dict(meta["labels"])}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _AWAIT_ANNOTATIONS}
+    if annotations:
+        template_meta["annotations"] = annotations
+    entry: dict[str, Any] = {"name": replicated_job_name(job), "replicas": 1,
+                             "template": {"metadata": template_meta, "spec": job["spec"]}}
+    if depends:
+        entry["dependsOn"] = list(depends)
+    return entry
+
+
+def _failure_policy(workload: Workload) -> dict[str, Any]:
+    """Restart every child Job when one fails, up to max_restarts; a fatal exit code fails at once."""
+    policy = workload.args.failure_policy
+    result: dict[str, Any] = {"maxRestarts": policy.max_restarts if policy else 0}
+    fatal = any(rule.get("action") == "FailJob"
+                for job in (*workload.prerequisites, *workload.jobs)
+                for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []))
+    if fatal:
+        result["rules"] = [{"name": FATAL_RULE, "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY]}]
+    return result
+
+
+def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]]:
+    """The Jobs the JobSet controller creates, as it labels and annotates them and their pods
+    (`constructJob`, `labelAndAnnotateObject`); the JobSet's UID is unknown before it exists."""
+    name = jobset["metadata"]["name"]
+    namespace = jobset["metadata"].get("namespace")
+    spec = jobset["spec"]
+    network = spec.get("network") or {}
+    replicated = spec.get("replicatedJobs") or []
+    total = sum(int(r.get("replicas", 1)) for r in replicated)
+    jobs, global_index = [], 0
+    for rj in replicated:
+        replicas = int(rj.get("replicas", 1))
+        for index in range(replicas):
+            job_name = child_job_name(name, rj["name"], index)
+            stamp = {
+                JOBSET_NAME: name, REPLICATED_JOB: rj["name"], RESTART_ATTEMPT: str(restarts),
+                PREFIX + "replicatedjob-replicas": str(replicas), PREFIX + "global-replicas": str(total),
+                PREFIX + "job-index": str(index),
+                PREFIX + "job-key": hashlib.sha1(f"{namespace or 'default'}/{job_name}".encode()).hexdigest(),
+                PREFIX + "job-global-index": str(global_index),
+            }
+            global_index += 1
+            template = rj["template"]
+            meta = template.get("metadata") or {}
+            job_spec = dict(template["spec"])
+            pod_template = dict(job_spec["template"])
+            pod_meta = pod_template.get("metadata") or {}
+            pod_template["metadata"] = {**pod_meta, "labels": {**(pod_meta.get("labels") or {}), **stamp},
+                                        "annotations": {**(pod_meta.get("annotations") or {}), **stamp}}
+            pod_spec = dict(pod_template["spec"])
+            if network.get("enableDNSHostnames", True):
+                pod_spec["subdomain"] = network.get("subdomain") or name
+            pod_template["spec"] = pod_spec
+            job_spec["template"] = pod_template
+            job_spec["completionMode"] = job_spec.get("completionMode", "Indexed")
+            job_spec["suspend"] = bool(spec.get("suspend", False))
+            job = {"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": metadata(job_name, namespace, {**(meta.get("labels") or {}), **stamp},
+                                        {**(meta.get("annotations") or {}), **stamp}),
+                   "spec": job_spec}
+            jobs.append(job)
+    return jobs
+
+
+def jobset_of(job: dict[str, Any]) -> str | None:
+    """The JobSet that created a Job, from the controller's label."""
+    return (job["metadata"].get("labels") or {}).get(JOBSET_NAME)
+
+
+BACKEND = JobSetBackend()
+__all__ = ["API_VERSION", "BACKEND", "KIND", "child_jobs", "jobset_of"]

@@ -1,0 +1,52 @@
+"""Kueue: the job's Workload waits in a LocalQueue and is admitted whole, or not at all.
+
+Kueue admits one Workload per batch/v1 Job (or per JobSet, with one pod set per replicated job), all
+its pods at once. A job whose training pods are one Job (torch, TorchTune, JAX, XGBoost, MPI with the
+launcher as the only host) is therefore admitted as one unit. A job whose training pods span Jobs (an
+MPI launcher Job and its node Job) would be two Workloads, admitted independently; it needs the JobSet
+backend, whose one JobSet is one Workload. Kueue's pod groups cannot join them either: Kueue leaves
+pods owned by a Job to the Job integration. docs/scheduling.md explains the choice.
+
+Kueue suspends the Jobs it manages and resumes them on admission; the job never sets `suspend`, and
+Pulumi is told to ignore it, so a `pulumi up` after admission or re-queueing changes nothing.
+"""
+
+from trainjobs.core.args import TrainJobArgs
+from trainjobs.core.errors import IssueCollector
+from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation (docs/scheduling.md).
+KUEUE_OWNED_PATHS = ["spec.suspend"]
+
+
+class Kueue(GangScheduler):
+    def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
+        if not args.queue:
+            issues.add("queue", 'Kueue admits a job from a LocalQueue: set queue to its name (e.g. "default" where '
+                                "the namespace has a default LocalQueue)")
+        if args.suspend is not None:
+            issues.add("suspend", "Kueue suspends and resumes the Jobs it admits: remove suspend (the job waits "
+                                  "in its queue until admitted)")
+
+    def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
+        args = gang.args
+        members = gang.member_objects()
+        if len(members) > 1:
+            names = ", ".join(m["metadata"]["name"] for m in members)
+            gang.issues.add("gang_scheduler", f"Kueue admits each batch/v1 Job on its own, so the Jobs {names}, whose "
+                                              "pods must run together, would be admitted separately: set backend "
+                                              '"jobset" (one JobSet, admitted as one Workload)')
+        if not args.queue:
+            return   # reported by check
+        labels = {QUEUE_LABEL: args.queue}
+        if args.priority_class:
+            labels[PRIORITY_LABEL] = args.priority_class
+        for obj in scheduled.manifests:
+            if obj["kind"] in ("Job", "JobSet"):
+                set_labels(obj["metadata"], labels)
+                scheduled.ignore_changes[obj["metadata"]["name"]] = list(KUEUE_OWNED_PATHS)
+
+
+SCHEDULER = Kueue()
