@@ -8,11 +8,12 @@ for, without reading YAML. Built from the same registrations as the render tree.
 from typing import Any
 
 from trainjobs.kube.requests import pod_count, total_requests
+from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.engine import RegisteredResource, StackResult
 
 SUMMARY_FILE = "summary.md"
 # The totals a job's heading shows, when its pods request them: what a reviewer weighs a change by.
-_SHOWN = (("GPUs", lambda name: "gpu" in name.lower()), ("CPU", lambda name: name == "cpu"),
+_SHOWN = (("GPUs", is_gpu), ("CPU", lambda name: name == "cpu"),
           ("memory", lambda name: name == "memory"))
 
 
@@ -67,7 +68,7 @@ def summary(result: StackResult) -> str:
 
     jobs = sorted((r for r in result.resources if not r.custom and owned(r.urn)
                    and any(o.urn in manifests for o in owned(r.urn))), key=lambda r: (r.type, r.name))
-    every = [m for m in manifests.values()]
+    every = list(manifests.values())
     trains = sum(1 for component in jobs if component.type.endswith("TrainJob"))
     others = len(jobs) - trains
     counted = f"{trains} job{'s' if trains != 1 else ''}" + (
