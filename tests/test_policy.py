@@ -275,3 +275,8 @@ def test_the_librarys_own_gangs_pass_the_gang_rule(pulumi_stack, gang, backend):
         assert len(without) < len(objects(stack))
         reported = [m for obj in without for m in rules.gang_scheduled(obj, without)]
         assert reported and all("its pods name PodGroup pi, which the stack does not create" in m for m in reported)
+
+
+def test_the_packs_readme_lists_every_rule():
+    readme = (REPO / "policy" / "README.md").read_text()
+    assert [rule.name for rule in RULES if f"| `{rule.name}` |" in readme] == [rule.name for rule in RULES]
