@@ -27,6 +27,7 @@ render: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
+	scripts/install-mermaid
 	$(PY) -m pytest $(PYTEST_ARGS)
 	scripts/test-other-pythons $(OTHER_PYTHONS)
 

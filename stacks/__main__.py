@@ -61,7 +61,7 @@ def read_jobs(key: str, jobs: Any) -> list[Job]:
                               f"arguments; got {_shown(jobs)}")
     problems: list[str] = []
     found: list[Job] = []
-    first_index: dict[str, int] = {}
+    first_index: dict[tuple[str, Any], int] = {}
     for i, entry in enumerate(jobs):
         at = f"jobs[{i}]"
         if not isinstance(entry, dict):
@@ -79,11 +79,11 @@ def read_jobs(key: str, jobs: Any) -> list[Job]:
             problems.append(f"{at}.name: missing; name the job (its Kubernetes objects are named after it)")
         elif not isinstance(name, str):
             problems.append(f"{at}.name: must be a string, got {_shown(name)}")
-        elif name in first_index:
-            problems.append(f"{at}.name: {_shown(name)} is also the name of jobs[{first_index[name]}]; "
-                            "give each job its own name")
+        elif (name, args.get("run")) in first_index:   # runs of one job stand side by side (docs/runs.md)
+            problems.append(f"{at}.name: {_shown(name)} is also the name of jobs[{first_index[name, args.get('run')]}]"
+                            "; give each job its own name, or each run its own run")
         else:
-            first_index[name] = i
+            first_index[name, args.get("run")] = i
         files, mount_path = _code(code, f"{at}.code", problems) if code is not None else ({}, None)
         found.append(Job(getattr(trainjobs, kind) if kind in KINDS else None, name, args, files, mount_path))
     if problems:

@@ -261,9 +261,10 @@ def test_the_command_ends_with_its_output_complete_and_its_status(project):
     program = with_stack(project, "config:\n  proj:jobs: [{name: a, num_nodes: 2}, {name: b}]\n")
     done = trainjobs("render", program, "--out", "out", cwd=project)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.rstrip().endswith("wrote 4 objects, ranks.txt and tree.txt to out/")
+    assert done.stdout.rstrip().endswith("wrote 4 objects, ranks.txt, tree.txt and summary.md to out/")
     assert sorted(p.name for p in (project / "out").iterdir() if not p.name.startswith(".")) == [
-        "batch_v1-job-default-a-node-0.yaml", "batch_v1-job-default-b-node-0.yaml", "ranks.txt", "tree.txt",
+        "batch_v1-job-default-a-node-0.yaml", "batch_v1-job-default-b-node-0.yaml", "ranks.txt", "summary.md",
+        "tree.txt",
         "v1-service-default-a.yaml", "v1-service-default-b.yaml"]
     assert "completions: 2" in (project / "out" / "batch_v1-job-default-a-node-0.yaml").read_text()
 

@@ -11,7 +11,6 @@ Building needs PyPI for the build backend and the wheel's dependencies, as `pip 
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,6 +18,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from docblocks import PAGES, blocks, clean_copy, run_tests
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "testing.md"
@@ -74,18 +75,6 @@ def run(argv: list, cwd: Path, timeout: float, env: dict | None = None) -> subpr
                           timeout=timeout)
     assert done.returncode == 0, f"{' '.join(map(str, argv))} failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done
-
-
-def clean_copy(destination: Path) -> Path:
-    """The repository's files as a fresh clone would have them, with uncommitted edits, without
-    virtualenvs, caches or build output."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, destination / name)
-    return destination
 
 
 def user_env(venv: Path) -> dict:
@@ -169,23 +158,30 @@ def test_render_from_a_project_with_its_own_components_package(installed):
     assert "team: vision" in (out / "batch_v1-job-default-xgb-node-0.yaml").read_text()
 
 
-def python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", markdown, re.M | re.S)
-
-
-def test_the_testing_guide_examples_pass_in_the_users_project(installed):
+def test_the_documented_tests_pass_in_the_users_project(installed):
+    """Every page's `python test` blocks (the testing guide's, the runs recipe, the policy rules in unit
+    tests), one module per page, under pytest in the user's project, against the installed package."""
     _, _, venv, project = installed
-    blocks = python_blocks(GUIDE.read_text())
-    assert len(blocks) >= 2
     tests = project / "tests"
     tests.mkdir(exist_ok=True)
-    (tests / "test_guide.py").write_text("\n\n".join(blocks))
+    pages = {page: [b for b in blocks(page) if b.mode == "test"] for page in PAGES}
+    pages = {page: found for page, found in pages.items() if found}
+    assert GUIDE in pages and len(pages[GUIDE]) >= 2
+    for page, found in pages.items():
+        name = f"tests/test_{page.parent.name}_{page.stem}.py".replace("-", "_")
+        done = run_tests(found, str(venv / "bin" / "python"), project, name, env=user_env(venv))
+        assert done.returncode == 0, f"{page.relative_to(REPO)}:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
+
+
+def test_the_users_own_package_imports_beside_trainjobs(installed):
+    _, _, venv, project = installed
+    tests = project / "own"
+    tests.mkdir(exist_ok=True)
     (tests / "test_own_package.py").write_text(
         "from components import TEAM_LABELS\nimport trainjobs\n\n\n"
         "def test_both_packages_import_side_by_side():\n"
         "    assert TEAM_LABELS['team'] == 'vision'\n"
         "    assert trainjobs.TorchTrainJob.__module__.startswith('trainjobs.')\n")
-    done = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], project,
+    done = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "own"], project,
                RUN_SECONDS, user_env(venv))
-    collected = sum(len(re.findall(r"^def test_", b, re.M)) for b in blocks) + 1
-    assert re.search(rf"\b{collected} passed\b", done.stdout), done.stdout
+    assert re.search(r"\b1 passed\b", done.stdout), done.stdout

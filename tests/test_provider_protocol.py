@@ -8,6 +8,7 @@ google.protobuf Struct: numbers as doubles, secrets and unknowns marked with the
 
 import json
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -342,7 +343,7 @@ def yaml_programs() -> dict[str, dict]:
     """The YAML example program, and the one docs/languages.md shows."""
     docs = (ROOT / "docs" / "languages.md").read_text()
     return {"stacks/yaml/Pulumi.yaml": yaml.safe_load((ROOT / "stacks" / "yaml" / "Pulumi.yaml").read_text()),
-            "docs/languages.md": yaml.safe_load(docs.split("```yaml\n", 1)[1].split("```", 1)[0])}
+            "docs/languages.md": yaml.safe_load(re.search(r"```yaml[^\n]*\n(.*?)```", docs, re.S)[1])}
 
 
 @pytest.mark.parametrize("program", yaml_programs())

@@ -45,7 +45,7 @@ def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, 
     printed = capsys.readouterr().out
     for line in tree_lines:
         assert line in printed
-    assert f"wrote {count} objects, ranks.txt and tree.txt to {out}/" in printed
+    assert f"wrote {count} objects, ranks.txt, tree.txt and summary.md to {out}/" in printed
 
 
 def test_render_and_explain_generate_no_key_and_show_none(tmp_path, capsys, monkeypatch):
@@ -95,7 +95,8 @@ def test_render_of_a_two_node_cpu_job_shows_kubeflow_values(tmp_path):
                  "              fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']"]:
         assert line in text
     assert sorted(p.name for p in out.iterdir()) == [
-        ".trainjobs-render", "batch_v1-job-default-demo-node-0.yaml", "ranks.txt", "tree.txt", "v1-service-default-demo.yaml"]
+        ".trainjobs-render", "batch_v1-job-default-demo-node-0.yaml", "ranks.txt", "summary.md", "tree.txt",
+        "v1-service-default-demo.yaml"]
 
 
 @pytest.mark.parametrize("job, fragment", [
@@ -214,8 +215,8 @@ def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path
     one_bigger = '[{"kind": "TorchTrainJob", "name": "a", "num_nodes": 3}]'
     assert render(tmp_path, "--config", f"jobs={one_bigger}")[0] == 0
     rewritten = sorted(path.name for path in out.iterdir() if path.stat().st_mtime_ns != 1)
-    assert rewritten == ["batch_v1-job-default-a-node-0.yaml", "ranks.txt", "tree.txt"]
-    assert sorted(files(out)) == ["batch_v1-job-default-a-node-0.yaml", "ranks.txt", "tree.txt",
+    assert rewritten == ["batch_v1-job-default-a-node-0.yaml", "ranks.txt", "summary.md", "tree.txt"]
+    assert sorted(files(out)) == ["batch_v1-job-default-a-node-0.yaml", "ranks.txt", "summary.md", "tree.txt",
                                   "v1-service-default-a.yaml"]
     fresh = tmp_path / "fresh"
     assert main(["render", str(PROGRAM), "--stack", "dev", "--out", str(fresh), "--config",

@@ -111,7 +111,8 @@ INVALID = "error: trainjobs-examples:jobs: invalid jobs\n"
      INVALID + f"  - jobs[0].kind: a list is not a component; use one of {KINDS}\n"
                "  - jobs[0].name: must be a string, got 7\n"),
     (f"[{PYTHON_JOB}, {PYTHON_JOB}]",
-     INVALID + '  - jobs[1].name: "a" is also the name of jobs[0]; give each job its own name\n'),
+     INVALID + '  - jobs[1].name: "a" is also the name of jobs[0]; give each job its own name, or each run its own '
+                'run\n'),
 ])
 def test_bad_jobs_entries_are_named_and_nothing_is_written(capsys, tmp_path, jobs, message):
     assert render_jobs(capsys, tmp_path, jobs) == message

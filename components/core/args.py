@@ -17,6 +17,7 @@ what env is derived, stay plain, because that has to be known at preview.
 
 import difflib
 import enum
+import re
 import types
 import typing
 from typing import Any, Optional, Union
@@ -32,6 +33,8 @@ DEFAULT_SHM_SIZE = "1Gi"
 # The gang scheduler integrations, each a module of trainjobs.scheduling.
 GANG_SCHEDULERS = ("kueue", "volcano", "coscheduling")
 INT32_MAX = 2**31 - 1
+# A run identifier is appended to the job name, so it must keep the name an RFC 1035 label.
+RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def is_deferred(value: Any) -> bool:
@@ -409,7 +412,8 @@ class CommonArgs(_PodFields):
     namespace: Optional[pulumi.Input[str]] = None
     """Namespace of every object. Default: the provider's."""
     labels: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
-    """Labels of every object and pod template (`trainjobs.io/job-name` and `trainjobs.io/role` are reserved)."""
+    """Labels of every object and pod template (`trainjobs.io/job-name`, `trainjobs.io/role` and `trainjobs.io/run`
+    are reserved)."""
     annotations: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
     """Annotations of every object and pod template."""
     backoff_limit: Optional[int] = Field(default=0, ge=0, le=INT32_MAX)
@@ -520,6 +524,19 @@ class TrainJobArgs(CommonArgs):
 
     profile: Optional[PlatformProfile] = None
     """The platform's defaults for this job (see PlatformProfile); the job's own arguments override them."""
+    run: Optional[str] = None
+    """The run this job is: its objects are named `<name>-<run>` and labelled `trainjobs.io/run`, so a new
+    value starts a new run beside (or, replacing the old value, instead of) the previous one, and a finished
+    run's objects are never updated in place. Lowercase letters, digits and "-". Default: no run, objects
+    named `<name>`. See docs/runs.md."""
+
+    @field_validator("run")
+    @classmethod
+    def _run_name_part(cls, value: Any) -> Any:
+        if value is not None and not RUN_ID.fullmatch(value):
+            raise ValueError(f"{shown(value)} cannot be part of the job's object names: use lowercase letters, "
+                             'digits and "-", starting and ending with a letter or digit (e.g. "2", "lr-3e4")')
+        return value
 
 
 resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, CommonArgs,

@@ -67,7 +67,8 @@ class TrainJobComponent(pulumi.ComponentResource):
             parsed = _checked_when_resolved(component, name, parsed)
         plan = derive(self.family, name, parsed)
         _claim_names(component, name, plan)
-        super().__init__(f"{PACKAGE}:index:{component}", name, None, opts)
+        # Named as its objects are, so two runs of one job are two components side by side.
+        super().__init__(f"{PACKAGE}:index:{component}", plan.name, None, opts)
         self.args = parsed
         self.plan = plan
         caller_depends = _as_list(opts.depends_on if opts else None)

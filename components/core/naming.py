@@ -152,6 +152,11 @@ def check_plain(issues: IssueCollector, field: str, value: object, path: str | N
             issues.add(path or field, problem)
 
 
+def run_job_name(name: str, run: str | None) -> str:
+    """The name every object of a job is named after (`N`): the job's name, with its run when it has one."""
+    return name if run is None else f"{name}-{run}"
+
+
 def job_name(train_job: str, role: str) -> str:
     """The Indexed Job of a role: `<N>-<role>-0`, as Kubeflow's JobSet names it."""
     return f"{train_job}-{role}-0"

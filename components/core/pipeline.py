@@ -19,8 +19,9 @@ from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
 from trainjobs.core.family import Family, Job, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
-from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, RESERVED_LABELS, SERVICE_ROLE, headless_service, indexed_job
-from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem
+from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE, headless_service,
+                                      indexed_job)
+from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem, run_job_name
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
 from trainjobs.core.profile import apply_profile, from_profile
@@ -52,7 +53,7 @@ class TrainJobPlan:
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
     sourced = from_profile(args)
-    job = Job(name, apply_profile(args))
+    job = Job(run_job_name(name, args.run), apply_profile(args))
     roles = family.roles(job)
     for role in roles:
         if role.pods:
@@ -173,7 +174,8 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
              ("spec", "storageClassName"): "workspace_storage_class", ("spec", "accessModes"): "workspace_access_mode"}
     return argpaths.Sources(
         args, runtime, jobs,
-        labels={"app.kubernetes.io/name": "runtime.name", "app.kubernetes.io/instance": "name", LABEL_JOB: "name"},
+        labels={"app.kubernetes.io/name": "runtime.name", "app.kubernetes.io/instance": "name", LABEL_JOB: "name",
+                LABEL_RUN: "run"},
         role_labels=("app.kubernetes.io/component", LABEL_ROLE),
         objects={workspace_claim(name): claim, **object_arguments},
         volumes={WORKSPACE_VOLUME: "workspace_volume"})

@@ -11,7 +11,8 @@ from trainjobs.kube.templates import upsert
 
 LABEL_JOB = "trainjobs.io/job-name"
 LABEL_ROLE = "trainjobs.io/role"
-RESERVED_LABELS = (LABEL_JOB, LABEL_ROLE)
+LABEL_RUN = "trainjobs.io/run"
+RESERVED_LABELS = (LABEL_JOB, LABEL_ROLE, LABEL_RUN)
 COMPLETION_INDEX_FIELD = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
@@ -35,6 +36,7 @@ def object_labels(name: str, role: str, runtime: TrainingRuntime, args: TrainJob
         "app.kubernetes.io/managed-by": "trainjobs",
         LABEL_JOB: name,
         LABEL_ROLE: role,
+        **({LABEL_RUN: args.run} if args.run else {}),
     }
 
 

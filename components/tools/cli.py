@@ -10,6 +10,7 @@ import pulumi
 
 from trainjobs import __version__
 from trainjobs.tools import render
+from trainjobs.tools.summary import SUMMARY_FILE
 from trainjobs.core.errors import TrainJobError
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 from trainjobs.tools.engine import run_program
@@ -68,7 +69,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"error: --out {out}: cannot write there: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(texts[render.TREE_FILE], end="")
-    print(f"\nwrote {len(objects)} objects, {render.RANKS_FILE} and {render.TREE_FILE} to {out}/")
+    print(f"\nwrote {len(objects)} objects, {render.RANKS_FILE}, {render.TREE_FILE} and {SUMMARY_FILE} to {out}/")
     if previous:
         changed = render.changes_since(previous, texts, objects)
         print(f"\nchanges since the previous render in {out}/:")

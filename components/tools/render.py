@@ -20,6 +20,8 @@ from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.kube import requests
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
+from trainjobs.tools.runs import run_changes
+from trainjobs.tools.summary import SUMMARY_FILE, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
@@ -142,10 +144,11 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
 
 def files(result: StackResult, objects: list[dict[str, Any]]) -> dict[str, str]:
     """Every file of a render, by name: one YAML file per object (`objects`: the result's
-    `kubernetes_objects`), the per-pod view and the tree."""
+    `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams."""
     texts = {file_name(obj): to_yaml(obj) for obj in objects}
     texts[RANKS_FILE] = ranks_text(objects)
     texts[TREE_FILE] = tree(result) + "\n"
+    texts[SUMMARY_FILE] = summary(result)
     return texts
 
 
@@ -492,12 +495,14 @@ _REPLACED_BY = {
 
 
 def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> list[str]:
-    """`changes` from a previous render's files to this one's (`texts`, from `objects`); only the
-    objects whose file differs are compared, and only their previous files are parsed."""
+    """The runs started and replaced, then `changes`, from a previous render's files to this one's (`texts`,
+    from `objects`); only the objects whose file differs are compared, and only their previous files are parsed."""
     differ = {name for name in previous.keys() | texts.keys()
               if name.endswith(".yaml") and previous.get(name) != texts.get(name)}
     before = [yaml.load(previous[name], Loader=LOADER) for name in sorted(differ & previous.keys())]
-    return changes(before, [obj for obj in objects if file_name(obj) in differ])
+    unchanged = [obj for obj in objects if file_name(obj) not in differ]   # the same in both renders
+    return run_changes(before + unchanged, objects) + changes(before, [obj for obj in objects
+                                                                       if file_name(obj) in differ])
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:

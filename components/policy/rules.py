@@ -1,0 +1,293 @@
+"""The policy rules: plain functions over rendered Kubernetes objects.
+
+Each rule takes one object (a manifest dict, camelCase, as pulumi-kubernetes receives it) and, where it
+needs them, the stack's other objects, and returns its violations as messages that say what is wrong
+and what to do. They read only the objects, never a job's arguments, so they hold for anything a stack
+registers: jobs of this library, hand-written Jobs, and objects another tool added.
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainjobs.core.args import DEFAULT_SHM_SIZE
+from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_label, label_value_problem,
+                                   rfc1035_label_problem)
+from trainjobs.families.mpi import LAUNCHER, NODE
+from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
+from trainjobs.kube.pods import describe, job_pods, kind, pod_templates
+from trainjobs.kube.quantity import QuantityError, parse_quantity
+from trainjobs.kube.resources import is_gpu
+
+# Roles whose pods train; initializers and extra roles (TensorBoard, an evaluator) do not.
+TRAINING_ROLES = (NODE, LAUNCHER)
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# Env names that hold credentials, and values that are credentials whatever their name.
+_SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
+                          r"|AUTH_?KEY)($|_)", re.I)
+_SECRET_VALUE = re.compile(r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}"
+                           r"|xox[abpr]-[A-Za-z0-9-]{10,})$|-----BEGIN [A-Z ]*PRIVATE KEY-----")
+
+
+# --- reading objects --------------------------------------------------------------------------------
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def is_training(template: Mapping[str, Any]) -> bool:
+    """Pods of a training role, or of a Job that does not say its role (a hand-written Job)."""
+    role = ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE)
+    return role is None or role in TRAINING_ROLES
+
+
+def _containers(template: Mapping[str, Any], init: bool = True) -> list[Mapping[str, Any]]:
+    spec = template.get("spec") or {}
+    main = list(spec.get("containers") or [])
+    return main + list(spec.get("initContainers") or []) if init else main
+
+
+def _quantity(value: Any) -> Any:
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError, ValueError):
+        return None
+
+
+# --- rules on one object ---------------------------------------------------------------------------
+
+def requests_and_limits(obj: Mapping[str, Any]) -> list[str]:
+    """Training containers request CPU and memory (a limit alone requests as much) and limit memory, so the
+    scheduler places them on nodes that fit and a leak kills the pod rather than its neighbours. A CPU limit
+    is not required: it only throttles."""
+    found = []
+    for what, _, template in pod_templates(obj):
+        if not is_training(template):
+            continue
+        for container in _containers(template, init=False):
+            resources = container.get("resources") or {}
+            requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+            # A resource with a limit and no request is requested at its limit by the API server.
+            missing = [f"requests.{r}" for r in ("cpu", "memory") if r not in requests and r not in limits]
+            missing += ["limits.memory"] if "memory" not in limits else []
+            if missing:
+                found.append(f"{what}: container {container.get('name')} has no {', '.join(missing)}; set them "
+                             "(resources_per_node on a trainjobs job) so the pods land on nodes that fit them")
+    return found
+
+
+def gpu_limit_equals_request(obj: Mapping[str, Any]) -> list[str]:
+    """A GPU request equals its limit: Kubernetes refuses anything else for device resources, and a
+    container with neither sees every GPU of its node."""
+    found = []
+    for what, _, template in pod_templates(obj):
+        for container in _containers(template):
+            resources = container.get("resources") or {}
+            requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+            for name in sorted({*requests, *limits}):
+                if is_gpu(name) and _quantity(requests.get(name, limits.get(name))) != _quantity(limits.get(name)):
+                    found.append(f"{what}: container {container.get('name')} requests {name} "
+                                 f"{requests.get(name, 'nothing')} but limits it to {limits.get(name, 'nothing')}; "
+                                 "give the same count on both sides")
+    return found
+
+
+def shm_large_enough(obj: Mapping[str, Any], minimum: str = DEFAULT_SHM_SIZE) -> list[str]:
+    """Training pods mount a memory-backed /dev/shm of at least `minimum`: the container runtime's
+    64 MiB makes PyTorch data loader workers die with a bus error, and NCCL fail."""
+    floor = parse_quantity(minimum)
+    found = []
+    for what, _, template in pod_templates(obj):
+        if not is_training(template):
+            continue
+        volumes = {v.get("name"): v for v in (template.get("spec") or {}).get("volumes") or []}
+        for container in _containers(template, init=False):
+            mount = next((m for m in container.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
+            source = (volumes.get(mount.get("name")) or {}).get("emptyDir") if mount else None
+            size = (source or {}).get("sizeLimit")
+            if source is None or source.get("medium") != "Memory":
+                found.append(f"{what}: container {container.get('name')} has no memory-backed /dev/shm, so it gets "
+                             f"the runtime's 64Mi; mount an emptyDir with medium Memory (shm_size, at least {minimum})")
+            elif size is not None and (_quantity(size) is None or _quantity(size) < floor):
+                found.append(f"{what}: container {container.get('name')} has a /dev/shm of {size}; data loader "
+                             f"workers need at least {minimum}: raise shm_size")
+    return found
+
+
+def pinned_images(obj: Mapping[str, Any]) -> list[str]:
+    """Every image names a tag other than `latest`, or a digest: otherwise two pods of one job can run
+    different code, and a rerun is not the run it claims to be."""
+    found = []
+    for what, _, template in pod_templates(obj):
+        for container in _containers(template):
+            image = container.get("image")
+            if not isinstance(image, str):
+                continue   # unknown during preview
+            if "@" in image:
+                continue
+            name = image.rsplit("/", 1)[-1]
+            tag = name.partition(":")[2]
+            if not tag or tag == "latest":
+                found.append(f"{what}: container {container.get('name')} runs {image!r}, "
+                             f"{'latest' if tag else 'untagged'}; name a version tag or a digest")
+    return found
+
+
+def no_secret_literals(obj: Mapping[str, Any]) -> list[str]:
+    """No credential as a literal env value: anyone who can read the Job reads it. Use a Secret and
+    `valueFrom.secretKeyRef` (or `env_from`)."""
+    found = []
+    for what, _, template in pod_templates(obj):
+        for container in _containers(template):
+            for env in container.get("env") or []:
+                value, name = env.get("value"), str(env.get("name", ""))
+                if value in (None, ""):
+                    continue
+                if _SECRET_NAME.search(name) or (isinstance(value, str) and _SECRET_VALUE.search(value)):
+                    found.append(f"{what}: container {container.get('name')} sets {name} as a literal value, "
+                                 "readable by anyone who can read the Job; put it in a Secret and use "
+                                 "valueFrom.secretKeyRef or env_from")
+    return found
+
+
+def names_fit(obj: Mapping[str, Any]) -> list[str]:
+    """Names the API server and DNS accept: a Service name is an RFC 1035 label, a Job's name fits its
+    pods' `job-name` label, an Indexed Job's pod hostnames (`<job>-<index>`) fit 63 characters, and label
+    values are valid. Kubernetes accepts some of these and fails later, at pod creation."""
+    name = _meta(obj).get("name")
+    if not isinstance(name, str):
+        return []
+    found = []
+    if kind(obj) == "Service" and not is_rfc1035_label(name):
+        found.append(f"Service {name}: {rfc1035_label_problem(name)}; pods find each other through it by DNS")
+    elif kind(obj) in ("Job", "JobSet") and not is_dns_subdomain(name):
+        found.append(f"{kind(obj)} {name}: not a valid object name (lowercase letters, digits, '-' and '.')")
+    if kind(obj) == "Job":
+        if len(name) > MAX_DNS_LABEL:
+            found.append(f"Job {name}: {len(name)} characters; its pods' job-name label allows {MAX_DNS_LABEL}")
+        spec = obj.get("spec") or {}
+        if spec.get("completionMode") == "Indexed":
+            hostname = f"{name}-{job_pods(spec) - 1}"
+            if len(hostname) > MAX_DNS_LABEL:
+                found.append(f"Job {name}: pod hostname {hostname} is {len(hostname)} characters; the limit is "
+                             f"{MAX_DNS_LABEL} (shorten the job name by {len(hostname) - MAX_DNS_LABEL})")
+    for key, value in (_meta(obj).get("labels") or {}).items():
+        problem = label_value_problem(value) if isinstance(value, str) else None
+        if problem:
+            found.append(f"{describe(obj)}: label {key}: {problem}")
+    return found
+
+
+def not_in_default_namespace(obj: Mapping[str, Any], provider_namespace: str | None = None) -> list[str]:
+    """Training objects live in a namespace of their own, where quotas, queues and access are set for
+    them, not in `default` (an object with no namespace lands in the provider's, usually `default`)."""
+    if kind(obj) not in ("Job", "JobSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PodGroup"):
+        return []
+    namespace = _meta(obj).get("namespace") or provider_namespace
+    if namespace is None or namespace == "default":
+        where = ("is in namespace default" if namespace else
+                 "has no namespace, so it lands in the provider's (default unless the provider sets one)")
+        return [f"{describe(obj)} {where}; give the job a namespace of its own (namespace argument)"]
+    return []
+
+
+# --- rules that read the whole stack -----------------------------------------------------------------
+
+def _group(obj: Mapping[str, Any]) -> tuple[Any, str]:
+    """The training job an object belongs to: its trainjobs job label, else its own name."""
+    labels = _meta(obj).get("labels") or {}
+    return _meta(obj).get("namespace"), labels.get(LABEL_JOB) or _meta(obj).get("name", "")
+
+
+def _members(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    group = _group(obj)
+    return [o for o in stack if kind(o) in ("Job", "JobSet") and _group(o) == group]
+
+
+def headless_service(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A job of several pods has a headless Service, named as its pods' subdomain, that selects them and
+    publishes them before they are ready: otherwise rank 0's name does not resolve and workers fail."""
+    if kind(obj) not in ("Job", "JobSet"):
+        return []
+    members = _members(obj, stack)
+    if sum(count for member in members for _, count, _ in pod_templates(member)) <= 1:
+        return []
+    found = []
+    services = {(_meta(s).get("namespace"), _meta(s).get("name")): s for s in stack if kind(s) == "Service"}
+    for what, _, template in pod_templates(obj):
+        spec, labels = template.get("spec") or {}, (template.get("metadata") or {}).get("labels") or {}
+        subdomain = spec.get("subdomain")
+        if not subdomain:
+            found.append(f"{what}: its pods have no subdomain, so they get no DNS names; set subdomain to the name "
+                         "of a headless Service that selects them")
+            continue
+        service = services.get((_meta(obj).get("namespace"), subdomain))
+        if service is None:
+            found.append(f"{what}: no Service {subdomain} in the stack for its pods' subdomain; add a headless "
+                         "Service of that name selecting them")
+            continue
+        service_spec = service.get("spec") or {}
+        selector = service_spec.get("selector") or {}
+        if service_spec.get("clusterIP") != "None":
+            found.append(f"{what}: Service {subdomain} is not headless (clusterIP: None), so pods get no DNS names")
+        elif not selector or any(labels.get(k) != v for k, v in selector.items()):
+            found.append(f"{what}: Service {subdomain} does not select its pods (selector {dict(selector)})")
+        elif service_spec.get("publishNotReadyAddresses") is not True:
+            found.append(f"{what}: Service {subdomain} publishes only ready pods, so rank 0's name may not resolve "
+                         "when workers start; set publishNotReadyAddresses: true")
+    return found
+
+
+def _queue(obj: Mapping[str, Any], template: Mapping[str, Any]) -> str | None:
+    for meta in (_meta(obj), template.get("metadata") or {}):
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        queue = labels.get(KUEUE_QUEUE_LABEL) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
+        if queue:
+            return queue
+    return None
+
+
+def gang_scheduled(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A job that waits in a queue is admitted as one gang: all its pods or none. Otherwise a queue
+    can start part of a job, whose pods then hold GPUs while they wait for the rest.
+
+    The pods that must run at once are the training pods of all the job's Jobs; an initializer or an
+    extra role runs on its own. A gang is: a single pod, one Job or JobSet queued whole by Kueue, pods in
+    one Kueue pod group, or pods that name a PodGroup of the stack (Volcano's group annotation,
+    coscheduling's label)."""
+    if kind(obj) not in ("Job", "JobSet"):
+        return []
+    if any(is_training(template) for _, _, template in pod_templates(obj)):
+        members = [m for m in _members(obj, stack) if any(is_training(t) for _, _, t in pod_templates(m))]
+    else:
+        members = [obj]
+    alone = sum(count for member in members for _, count, _ in pod_templates(member)) <= 1
+    groups = {_meta(g).get("name") for g in stack if kind(g) == "PodGroup"
+              and _meta(g).get("namespace") == _meta(obj).get("namespace")}
+    found = []
+    for what, _, template in pod_templates(obj):
+        meta = template.get("metadata") or {}
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        group = annotations.get(VOLCANO_GROUP_ANNOTATION) or labels.get(COSCHEDULING_GROUP_LABEL)
+        if group:
+            if group not in groups:
+                found.append(f"{what}: its pods name PodGroup {group}, which the stack does not create; "
+                             "without it they are never scheduled")
+            continue
+        queue = _queue(obj, template)
+        if queue is None or alone or labels.get(KUEUE_POD_GROUP_LABEL):
+            continue
+        if kind(obj) == "JobSet" or len(members) == 1:
+            if (_meta(obj).get("labels") or {}).get(KUEUE_QUEUE_LABEL):
+                continue   # Kueue admits one workload whole
+        others = sorted(describe(m) for m in members if m is not obj)
+        found.append(f"{what}: waits in queue {queue} with no gang: "
+                     + (f"it is admitted apart from {', '.join(others)}, " if others else "its pods are admitted one "
+                        "by one, ")
+                     + "so part of the job can hold resources while the rest waits; set gang_scheduler "
+                     "(kueue, volcano or coscheduling)")
+    return found

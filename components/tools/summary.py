@@ -1,0 +1,119 @@
+"""The render's summary for review: a Markdown page with one Mermaid diagram per job.
+
+A pull request that changes a stack shows `summary.md` as pictures (GitHub renders Mermaid blocks), so a
+reviewer sees each job's objects, what each is created after, its pods and what it asks the cluster
+for, without reading YAML. Built from the same registrations as the render tree.
+"""
+
+from typing import Any
+
+from trainjobs.kube.requests import pod_count, total_requests
+from trainjobs.kube.resources import is_gpu
+from trainjobs.tools.engine import RegisteredResource, StackResult
+
+SUMMARY_FILE = "summary.md"
+# The totals a job's heading shows, when its pods request them: what a reviewer weighs a change by.
+_SHOWN = (("GPUs", is_gpu), ("CPU", lambda name: name == "cpu"),
+          ("memory", lambda name: name == "memory"))
+
+
+def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str:
+    if manifest is not None:
+        return f"{manifest['kind']} {manifest['metadata']['name']}"
+    return f"{resource.type.rsplit(':', 1)[-1]} {resource.name}"
+
+
+def _node_text(label: str, manifest: dict[str, Any] | None) -> str:
+    text = label
+    if manifest is not None and manifest["kind"] in ("Job", "JobSet"):
+        pods = pod_count([manifest])
+        text += f"<br/>{pods} pod{'s' if pods != 1 else ''}"
+    return text.replace('"', "#quot;")
+
+
+def totals_text(manifests: list[dict[str, Any]]) -> str:
+    """`4 pods · 32 GPUs · CPU 64 · memory 512Gi`: the pods, and each total the pods request."""
+    pods = pod_count(manifests)
+    parts = [f"{pods} pod{'s' if pods != 1 else ''}"]
+    requested = total_requests(manifests)
+    for title, matches in _SHOWN:
+        names = [name for name in requested if matches(name)]
+        if title == "GPUs":
+            parts += [f"{requested[name]} GPUs ({name})" if len(names) > 1 else f"{requested[name]} GPUs"
+                      for name in names]
+        else:
+            parts += [f"{title} {requested[name]}" for name in names]
+    return " · ".join(parts)
+
+
+def summary(result: StackResult) -> str:
+    """The summary page: the stack's totals, then each component (each job, and others such as a
+    TrainingNamespace) with its objects as a Mermaid flowchart in which an arrow leads from an object to
+    each object created after it."""
+    by_urn = {r.urn: r for r in result.resources}
+    manifests = {r.urn: r.manifest for r in result.kubernetes()}
+    children: dict[str | None, list[RegisteredResource]] = {}
+    for resource in result.resources:
+        children.setdefault(resource.parent_urn, []).append(resource)
+
+    from trainjobs.tools.render import sort_key   # here: render imports this module
+
+    def owned(urn: str) -> list[RegisteredResource]:
+        """A component's objects, in the render's order (registration order varies with Outputs)."""
+        found = []
+        for child in children.get(urn, []):
+            found += [child] if child.custom else []
+            found += owned(child.urn)
+        return sorted(found, key=lambda r: sort_key(manifests[r.urn]) if r.urn in manifests else ("~", r.type, r.name))
+
+    jobs = sorted((r for r in result.resources if not r.custom and owned(r.urn)
+                   and any(o.urn in manifests for o in owned(r.urn))), key=lambda r: (r.type, r.name))
+    every = list(manifests.values())
+    trains = sum(1 for component in jobs if component.type.endswith("TrainJob"))
+    others = len(jobs) - trains
+    counted = f"{trains} job{'s' if trains != 1 else ''}" + (
+        f" and {others} other component{'s' if others != 1 else ''}" if others else "")
+    lines = [f"# Stack {result.project}-{result.stack}", "", f"{counted}: {totals_text(every)}.", "",
+             "Each diagram is one job (or other component): its objects, and an arrow from each object to those "
+             "created after it (under `pulumi up`, and in this order by GitOps tools that follow it). Objects from "
+             "outside the job are drawn with dashed borders.", ""]
+    for job in jobs:
+        objects = owned(job.urn)
+        inside = {o.urn for o in objects}
+        outside = sorted({dep for o in objects for dep in o.dependencies
+                          if dep in by_urn and dep not in inside and by_urn[dep].custom},
+                         key=lambda urn: _label(by_urn[urn], manifests.get(urn)))
+        ids = {urn: f"o{i}" for i, urn in enumerate([o.urn for o in objects] + outside)}
+        lines += [f"## {job.type.rsplit(':', 1)[-1]} {job.name}", "",
+                  totals_text([manifests[o.urn] for o in objects if o.urn in manifests]), "",
+                  "```mermaid", "flowchart LR", "  classDef outside stroke-dasharray: 4 3"]
+        for urn in outside:
+            label = _label(by_urn[urn], manifests.get(urn))
+            lines.append(f'  {ids[urn]}["{_node_text(label, manifests.get(urn))}"]:::outside')
+        lines.append(f'  subgraph job["{job.name}"]')
+        for o in objects:
+            lines.append(f'    {ids[o.urn]}["{_node_text(_label(o, manifests.get(o.urn)), manifests.get(o.urn))}"]')
+        lines.append("  end")
+        after = {urn: {d for d in by_urn[urn].dependencies if d in ids} for urn in ids}
+        for o in objects:
+            for dep in sorted(_direct(after, o.urn), key=lambda d: ids[d]):
+                lines.append(f"  {ids[dep]} --> {ids[o.urn]}")
+        lines += ["```", ""]
+    return "\n".join(lines)
+
+
+def _direct(after: dict[str, set[str]], urn: str) -> set[str]:
+    """What `urn` is created after, less what it follows anyway through another of those: the arrows
+    that remain say the whole order, and the picture stays readable."""
+    def reachable(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for dep in after.get(todo.pop(), ()):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        return seen
+
+    before = after.get(urn, set())
+    implied = set().union(*(reachable(dep) for dep in before)) if before else set()
+    return before - implied

@@ -1,0 +1,132 @@
+"""The render's summary.md: one Mermaid diagram per job, with its objects, their order, pods and totals,
+drawn by Mermaid itself (mermaid-cli in headless Chromium, installed by scripts/install-mermaid), so a
+diagram a Markdown viewer would refuse fails here."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trainjobs import MpiTrainJob, TorchTrainJob
+from trainjobs.testing import run
+from trainjobs.tools.cli import main
+from trainjobs.tools.summary import SUMMARY_FILE, summary
+
+REPO = Path(__file__).resolve().parents[1]
+MERMAID = REPO / "scripts" / "mermaid"
+MMDC = MERMAID / "node_modules" / ".bin" / "mmdc"
+CHROMIUM = Path("/usr/bin/chromium")
+# A bound for a hung browser, not for a slow machine.
+DRAW_SECONDS = 600
+EXAMPLES = [("stacks/__main__.py", "dev", 2), ("stacks/__main__.py", "hpc", 2), ("stacks/__main__.py", "kueue", 3),
+            ("stacks/__main__.py", "volcano", 3),
+            ("stacks/platform/__main__.py", "prod", 4)]   # three jobs and the TrainingNamespace
+
+
+def blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```mermaid\n(.*?)^```", markdown, re.M | re.S)
+
+
+def test_a_job_is_its_objects_in_creation_order_with_pods_and_totals():
+    stack = run(lambda: TorchTrainJob("llm", {
+        "image": "ghcr.io/acme/train:1", "num_nodes": 4,
+        "resources_per_node": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"nvidia.com/gpu": "8"}},
+        "dataset_initializer": {"storage_uri": "hf://acme/data", "image": "acme/init:1",
+                                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}}))
+    text = summary(stack)
+    assert text.splitlines()[:3] == ["# Stack test-test", "", "1 job: 5 pods · 32 GPUs · CPU 33 · memory 258Gi."]
+    assert text.split("## TorchTrainJob llm\n\n", 1)[1] == (
+        "5 pods · 32 GPUs · CPU 33 · memory 258Gi\n\n"
+        "```mermaid\n"
+        "flowchart LR\n"
+        "  classDef outside stroke-dasharray: 4 3\n"
+        '  subgraph job["llm"]\n'
+        '    o0["Service llm"]\n'
+        '    o1["Job llm-dataset-initializer-0<br/>1 pod"]\n'
+        '    o2["Job llm-node-0<br/>4 pods"]\n'
+        '    o3["PersistentVolumeClaim llm-initializer"]\n'
+        "  end\n"
+        "  o0 --> o1\n"
+        "  o3 --> o1\n"
+        "  o1 --> o2\n"
+        "```\n")
+
+
+def test_objects_from_outside_the_job_are_drawn_dashed_and_totals_only_when_requested():
+    import pulumi_kubernetes as k8s
+
+    def program():
+        ns = k8s.core.v1.Namespace("team", metadata={"name": "ml"})
+        MpiTrainJob("pi", {"image": "mpioperator/mpi-pi:openmpi", "command": ["mpirun", "/home/mpiuser/pi"],
+                           "num_nodes": 2, "namespace": ns.metadata.name})
+
+    text = summary(run(program))
+    assert "1 job: 3 pods." in text   # no pod requests anything: no totals
+    [diagram] = blocks(text)
+    assert '  o6["Namespace ml"]:::outside\n' in diagram
+    assert '    o5["PrivateKey pi-ssh-key"]\n' in diagram and '    o4["Job pi-node-0<br/>2 pods"]\n' in diagram
+    # The Namespace before every namespaced object; the key pair before its Secret; each Job after the
+    # Secret, the hostfile and the Service (and so after the Namespace, which needs no arrow of its own).
+    edges = set(re.findall(r"^  (o\d) --> (o\d)$", diagram, re.M))
+    assert edges == {("o5", "o0"), ("o6", "o0"), ("o6", "o1"), ("o6", "o2"),
+                     *{(before, job) for job in ("o3", "o4") for before in ("o0", "o1", "o2")}}
+
+
+def test_render_writes_the_summary_beside_the_objects(tmp_path):
+    out = tmp_path / "out"
+    assert main(["render", str(REPO / "stacks/__main__.py"), "--stack", "hpc", "--out", str(out)]) == 0
+    text = (out / SUMMARY_FILE).read_text()
+    assert [h for h in text.splitlines() if h.startswith("## ")] == ["## DeepSpeedTrainJob ds-finetune",
+                                                                     "## MpiTrainJob pi"]
+    assert len(blocks(text)) == 2
+
+
+# --- drawn by Mermaid ---------------------------------------------------------------------------------
+
+def mermaid_available() -> None:
+    """Skip where Mermaid cannot run, saying why; under CI=true that is a failure instead."""
+    missing = [str(p) for p in (MMDC, CHROMIUM) if not p.exists()]
+    if missing:
+        reason = f"Mermaid cannot run here: missing {', '.join(missing)} (scripts/install-mermaid installs them)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def draw(markdown: Path, out: Path) -> subprocess.CompletedProcess:
+    """Every Mermaid block of `markdown` drawn as an SVG file beside `out`, as mermaid-cli does for Markdown."""
+    return subprocess.run([str(MMDC), "--quiet", "--puppeteerConfigFile", str(MERMAID / "puppeteer.json"),
+                           "--input", str(markdown), "--output", str(out)],
+                          capture_output=True, text=True, timeout=DRAW_SECONDS)
+
+
+@pytest.mark.parametrize("program, stack, jobs", EXAMPLES, ids=[f"{p}:{s}" for p, s, _ in EXAMPLES])
+def test_every_diagram_of_the_example_stacks_is_drawn_by_mermaid(tmp_path, program, stack, jobs):
+    mermaid_available()
+    out = tmp_path / "rendered"
+    assert main(["render", str(REPO / program), "--stack", stack, "--out", str(out)]) == 0
+    text = (out / SUMMARY_FILE).read_text()
+    assert len(blocks(text)) == jobs
+    done = draw(out / SUMMARY_FILE, tmp_path / "drawn.md")
+    assert done.returncode == 0, done.stderr[-4000:]
+    drawn = sorted(tmp_path.glob("drawn-*.svg"))
+    assert len(drawn) == jobs
+    # Each picture holds its job's objects, by the names the diagram gave them.
+    for diagram, svg in zip(blocks(text), sorted(drawn, key=lambda p: int(p.stem.rsplit("-", 1)[1]))):
+        picture = svg.read_text()
+        for label in re.findall(r'\["([^"<]+)', diagram):
+            assert label in picture, (label, svg.name)
+    assert (tmp_path / "drawn.md").read_text().count("![diagram](./drawn-") == jobs
+
+
+def test_a_diagram_mermaid_refuses_fails_the_check(tmp_path):
+    mermaid_available()
+    good = summary(run(lambda: TorchTrainJob("llm", {"image": "ghcr.io/acme/train:1", "num_nodes": 2})))
+    broken = good.replace('o0["Service llm"]', 'o0["Service llm]')
+    assert broken != good
+    (tmp_path / "broken.md").write_text(broken)
+    done = draw(tmp_path / "broken.md", tmp_path / "drawn.md")
+    assert done.returncode != 0
+    assert "Parse error" in done.stderr or "Error" in done.stderr
