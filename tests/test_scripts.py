@@ -62,6 +62,7 @@ SSH_OPTS = "-o BatchMode=yes -p 2222"
 # Logs `+ HOST ARGS` when it starts and `- HOST` when it ends. A host in $SSH_HANG never answers; one in
 # $SSH_DENY refuses the key; with authentication turned off, sshd's answer is "Permission denied".
 STAND_IN_SSH = """#!/bin/sh
+if [ "$1" = -Q ]; then printf 'curve25519-sha256\\nsntrup761x25519-sha512@openssh.com\\n'; exit 0; fi
 args="$*"
 while [ $# -gt 0 ]; do case $1 in -o|-i|-p) shift 2;; -*) shift;; *) break;; esac; done
 host=$1
@@ -118,6 +119,7 @@ def workers(n):
     return [f"job-node-0-{i}.job" for i in range(n)]
 
 
+KEX = "-o KexAlgorithms=-sntrup761x25519-sha512@openssh.com,sntrup761x25519-sha512"   # where ssh has sntrup761
 PROBE = ("-o PubkeyAuthentication=no -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no "
          "-o HostbasedAuthentication=no -o GSSAPIAuthentication=no")
 
@@ -126,7 +128,7 @@ def test_every_host_is_checked_once_and_the_key_logs_in_to_the_first_worker(fake
     hosts = [*workers(3), "job-launcher-0-0.job"]
     done = run("wait-for-hosts", "/ctl", 60, SSH_OPTS, "job-launcher-0-0.job", fake.hostfile(hosts), env=fake.env)
     assert (done.returncode, done.stdout, done.stderr) == (0, "all MPI hosts reachable\n", "")
-    first = "-o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes -o KexAlgorithms=-sntrup*"
+    first = f"-o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes {KEX}"
     # The launcher itself is not logged in to; the first worker is, the others get a key exchange only.
     assert sorted(fake.calls()) == [
         (workers(3)[0], f"{first} {SSH_OPTS} {workers(3)[0]} true"),
@@ -190,7 +192,7 @@ def test_the_launcher_exits_with_its_commands_code_and_tells_every_worker(fake):
                "echo ran; exit 3", env=fake.env)
     assert (done.returncode, done.stdout, done.stderr) == (3, "ran\n", "")
     assert sorted(fake.calls()) == [
-        (host, f"-o ConnectTimeout=10 -o BatchMode=yes -o BatchMode=yes {host} echo 3 > /ctl/exit-code")
+        (host, f"-o ConnectTimeout=10 -o BatchMode=yes {KEX} -o BatchMode=yes {host} echo 3 > /ctl/exit-code")
         for host in workers(2)]
 
 
@@ -214,5 +216,5 @@ def test_a_stopped_launcher_stops_its_command_and_tells_the_workers(fake):
         assert launcher.wait(timeout=60) == 128 + signal.SIGTERM   # the command's own end, killed by TERM
     finally:
         launcher.kill()
-    assert fake.calls() == [(workers(1)[0], f"-o ConnectTimeout=10 -o BatchMode=yes -q {workers(1)[0]} "
+    assert fake.calls() == [(workers(1)[0], f"-o ConnectTimeout=10 -o BatchMode=yes {KEX} -q {workers(1)[0]} "
                                             "echo 143 > /ctl/exit-code")]
