@@ -150,7 +150,7 @@ def test_hosts_are_checked_in_parallel_never_more_than_the_bound_at_once(fake):
     seconds = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert sorted(host for host, _ in fake.calls()) == sorted(hosts)   # each once
-    assert LANES // 2 < fake.most_at_once() <= LANES
+    assert 1 < fake.most_at_once() <= LANES   # in parallel, never more than the bound
     assert seconds < 100 / 2   # one at a time, 100 checks of 1 s would take 100 s
 
 
@@ -202,7 +202,7 @@ def test_the_end_notice_reaches_every_worker_never_more_than_the_bound_at_once(f
     done = run("mpi-launcher", "/ctl", SSH_OPTS, fake.hostfile(hosts), "job-launcher-0-0.job", "true", env=env)
     assert done.returncode == 0
     assert sorted(host for host, _ in fake.calls()) == sorted(hosts)   # each once
-    assert LANES // 2 < fake.most_at_once() <= LANES
+    assert 1 < fake.most_at_once() <= LANES   # in parallel, never more than the bound
     assert sorted(done.stderr.splitlines()) == [f"could not tell job-node-0-{i}.job that the launcher finished"
                                                 for i in (7, 70)]
 
