@@ -3,7 +3,6 @@
 import os
 import re
 import signal
-import stat
 import subprocess
 import time
 from importlib.resources import files
