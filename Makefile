@@ -31,8 +31,9 @@ test: $(VENV)/.installed-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 	scripts/test-other-pythons $(OTHER_PYTHONS)
 
-# About 6 minutes on a quiet 2-core machine; not part of `make test`. BENCH_ARGS="--only register" for one section,
-# "--run-local" to add run-local vs bare torchrun (needs root and the e2e packages). See docs/performance.md.
+# About 13 minutes on a quiet 2-core machine (the launcher section needs root and sshd); not part of `make test`.
+# BENCH_ARGS="--only register" for one section, "--run-local" to add run-local vs bare torchrun and at 3 and 40
+# MPI hosts (needs root and the e2e packages). See docs/performance.md.
 bench: $(VENV)/.installed
 	$(PY) bench/run.py $(BENCH_ARGS)
 

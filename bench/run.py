@@ -1,7 +1,8 @@
 """What trainjobs costs: registration against the same objects registered directly, derivation,
-render, per-pod views and (optionally) run-local against bare torchrun.
+render, per-pod views, the MPI launcher's readiness check against host count and (optionally)
+run-local against bare torchrun and at 3 and 40 MPI hosts.
 
-    python bench/run.py [--only SECTION ...] [--out results.json] [--run-local]
+    python bench/run.py [--only SECTION ...] [--out results.json] [--run-local [--before DIR]]
 
 Sides being compared run alternately (A B A B ...), each measurement in a fresh process, and the
 table gives medians and the median of the per-pair ratios. Before registration is timed, the
@@ -32,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
 
+import launcher  # noqa: E402
 import registration  # noqa: E402
 from measure import DERIVE, VIEWS  # noqa: E402
 
@@ -46,7 +48,8 @@ RENDER_200_JOBS = 200
 RENDER_200_PAIRS = 4
 RUN_LOCAL_PAIRS = 3
 IMPORT_FLOOR = "import pulumi, pulumi_kubernetes.core.v1, pulumi_kubernetes.batch.v1"
-SECTIONS = ("derive", "register", "views", "render", "render200")
+SECTIONS = ("derive", "register", "views", "render", "render200", "launcher")
+LOCAL_SECTIONS = ("run-local", "run-local-mpi")   # with --run-local
 PAIRS = (("component", "raw"), ("component", "floor"), ("floor", "raw"))   # registration ratios
 
 
@@ -366,8 +369,53 @@ def section_run_local() -> dict[str, Any]:
     return row
 
 
+MPI_HOSTS = (3, 40)
+MPI_ROUNDS = 3
+
+
+def _run_local_mpi(hosts: int, run_dir: Path, before: Path | None) -> float:
+    """Wall seconds of `trainjobs run-local` of bench/mpi_hostname at `hosts` hosts (`before`: a
+    `pip install --target` directory holding another version, run instead of this one)."""
+    env = {**child_env(), **({"PYTHONPATH": str(before)} if before else {})}
+    trainjobs = str(before / "bin" / "trainjobs") if before else shutil.which("trainjobs", path=env["PATH"])
+    argv = [trainjobs, "run-local", str(HERE / "mpi_hostname" / "__main__.py"), "--config", f"num_nodes={hosts}",
+            "--quiet", "--timeout", "300", "--run-dir", str(run_dir)]
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"run-local of {hosts} MPI hosts failed ({done.returncode}):\n{done.stdout[-3000:]}")
+    return seconds
+
+
+def section_run_local_mpi(before: Path | None = None) -> dict[str, Any]:
+    say("## run-local of `mpirun -N 1 hostname` (bench/mpi_hostname) at 3 and 40 worker hosts")
+    if os.geteuid() != 0 or not Path("/usr/bin/mpirun.openmpi").exists():
+        raise SystemExit("--run-local needs root and openmpi-bin, openssh-server; see docs/local-run.md")
+    sides = {"this checkout": None, **({f"before ({before})": before} if before else {})}
+    say(f"{MPI_ROUNDS} rounds; in each, every side runs 3 then 40 hosts back to back (sides in turn first); "
+        "wall time of the whole process.")
+    runs: dict[str, dict[int, list[float]]] = {side: {n: [] for n in MPI_HOSTS} for side in sides}
+    with tempfile.TemporaryDirectory(prefix="trainjobs-bench-") as tmp:
+        names = list(sides)
+        for i in range(MPI_ROUNDS):
+            for side in names[i % len(names):] + names[:i % len(names)]:
+                for hosts in MPI_HOSTS:
+                    run_dir = Path(tmp) / f"{len(list(Path(tmp).iterdir()))}"
+                    run_dir.mkdir()
+                    runs[side][hosts].append(_run_local_mpi(hosts, run_dir, sides[side]))
+    rows = [[side, median(r[3]), median(r[40]), f"{median(ratios(r[40], r[3])):.2f}"] for side, r in runs.items()]
+    say(table(["side", "3 hosts s", "40 hosts s", "40/3 (median of rounds)"], rows))
+    return {side: {str(n): v for n, v in r.items()} for side, r in runs.items()}
+
+
+def section_launcher() -> dict[str, Any]:
+    return launcher.section(say, table)
+
+
 RUNNERS = {"derive": section_derive, "register": section_register, "views": section_views,
-           "render": section_render, "render200": section_render200, "run-local": section_run_local}
+           "render": section_render, "render200": section_render200, "launcher": section_launcher,
+           "run-local": section_run_local, "run-local-mpi": section_run_local_mpi}
 
 
 # --- the machine and the results file -----------------------------------------------------------------
@@ -391,13 +439,16 @@ def machine() -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", action="append", choices=SECTIONS + ("run-local",), metavar="SECTION",
-                        help=f"run only this section; repeatable ({', '.join(SECTIONS)}, run-local)")
+    parser.add_argument("--only", action="append", choices=SECTIONS + LOCAL_SECTIONS, metavar="SECTION",
+                        help=f"run only this section; repeatable ({', '.join(SECTIONS + LOCAL_SECTIONS)})")
     parser.add_argument("--run-local", action="store_true",
-                        help="also measure run-local against bare torchrun (needs root and torch)")
+                        help="also measure run-local against bare torchrun, and at 3 and 40 MPI hosts (needs root, "
+                             "torch, openmpi-bin and openssh-server)")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="run-local-mpi: also time the version installed in DIR (pip install --target DIR)")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/<time>.json)")
     options = parser.parse_args()
-    sections = options.only or [*SECTIONS, *(["run-local"] if options.run_local else [])]
+    sections = options.only or [*SECTIONS, *(LOCAL_SECTIONS if options.run_local else ())]
     started = datetime.datetime.now().astimezone()
     out = options.out or HERE / "results" / f"{started:%Y%m%d-%H%M%S}.json"
     info = machine()
@@ -411,7 +462,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     for name in sections:   # the file is rewritten after each section, so a failure keeps what was measured
         say()
-        results["sections"][name] = RUNNERS[name]()
+        results["sections"][name] = RUNNERS[name](options.before) if name == "run-local-mpi" else RUNNERS[name]()
         results["elapsed_seconds"] = time.perf_counter() - clock
         results["load_average_end"] = os.getloadavg()
         out.write_text(json.dumps(results, indent=2) + "\n")

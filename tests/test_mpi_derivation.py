@@ -174,8 +174,9 @@ def test_hydra_names_the_launcher_as_its_hostname_does(implementation):
     assert hostfile(result) == "pi-node-0-0.pi:1\npi-node-0-1.pi:1\npi-launcher-0-0:1\n"
     launcher = pod_spec(result, "pi-launcher-0")
     assert launcher["dnsConfig"] == {"searches": ["pi.hpc.svc.cluster.local"]}
-    assert launcher["initContainers"][0]["command"][7:] == ["pi-launcher-0-0", "pi-node-0-0.pi", "pi-node-0-1.pi",
-                                                            "pi-launcher-0-0"]
+    # The launcher's own name, as the hostfile gives it, is the one host the wait does not log in to.
+    assert launcher["initContainers"][0]["command"][7:] == ["pi-launcher-0-0", "/etc/mpi/hostfile"]
+    assert launcher["containers"][0]["command"][6:8] == ["/etc/mpi/hostfile", "pi-launcher-0-0"]
 
 
 def test_hydra_implementations_need_the_namespace():
@@ -299,28 +300,25 @@ def test_hostfile_mounted_on_launcher_only():
     assert not any(v["name"] == "mpi-hostfile" for v in worker["volumes"])
 
 
-def test_launcher_waits_for_every_host_with_a_deadline():
+def test_launcher_waits_for_every_host_of_its_hostfile_with_a_deadline():
     result = mpi({"num_nodes": 3, "run_launcher_as_node": True, "launcher_wait_timeout_seconds": 45})
     wait = pod_spec(result, "pi-launcher-0")["initContainers"][0]
     assert wait["name"] == "wait-for-hosts"
     assert wait["command"][3:] == ["wait-for-hosts", "/var/run/trainjobs", "45", SSH, "pi-launcher-0-0.pi",
-                                   "pi-node-0-0.pi", "pi-node-0-1.pi", "pi-launcher-0-0.pi"]
-    script = wait["command"][2]
-    # One connection attempt per probe: ssh keeps the first value of an option, so this one must
-    # come before the rendered options (ConnectionAttempts=10 would stretch a round past the deadline).
-    assert 'ssh -o ConnectionAttempts=1 -o ConnectTimeout=5 -o BatchMode=yes $ssh_opts "$h" true' in script
-    assert 'echo "MPI hosts not reachable within ${timeout}s:$pending$why" >&2' in script
-    # On the deadline, the workers that did come up are told to end: no worker pod runs forever.
-    assert '"echo 1 > $control/exit-code"' in script
+                                   "/etc/mpi/hostfile"]
+    assert {"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": True} in wait["volumeMounts"]
 
 
 def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path):
-    """The wait script itself, with stand-ins for getent and ssh: one host has no DNS name, one
-    refuses SSH; the deadline passes, both are named with their reason, the reachable one is told."""
+    """The wait as rendered, on the hostfile as rendered, with stand-ins for getent and ssh: one host
+    has no DNS name, one refuses SSH; the deadline passes, both are named with their reason, the
+    reachable one is told."""
     import os
     import subprocess
 
-    wait = pod_spec(mpi({"num_nodes": 3, "launcher_wait_timeout_seconds": 1}), "pi-launcher-0")["initContainers"][0]
+    result = mpi({"num_nodes": 3, "launcher_wait_timeout_seconds": 1})
+    wait = pod_spec(result, "pi-launcher-0")["initContainers"][0]
+    (tmp_path / "hostfile").write_text(hostfile(result))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "getent").write_text('#!/bin/sh\n[ "$2" != pi-node-0-1.pi ]\n')
@@ -330,7 +328,8 @@ def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path
     for tool in ("getent", "ssh"):
         (bin_dir / tool).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SSH_LOG": str(tmp_path / "ssh.log")}
-    done = subprocess.run(wait["command"], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run([*wait["command"][:-1], str(tmp_path / "hostfile")], env=env, capture_output=True,
+                          text=True, timeout=30)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         "MPI hosts not reachable within 1s: pi-node-0-1.pi pi-node-0-2.pi",
@@ -340,11 +339,23 @@ def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path
     assert len(told) == 1 and "pi-node-0-0.pi echo 1 > /var/run/trainjobs/exit-code" in told[0]
 
 
-def test_launcher_tells_workers_its_exit_code():
+def test_launcher_tells_the_workers_of_its_hostfile_its_exit_code():
     launcher = pod_spec(mpi({"num_nodes": 2}), "pi-launcher-0")["containers"][0]
     assert launcher["command"][:2] == ["/bin/sh", "-c"]
-    assert launcher["command"][3:7] == ["mpi-launcher", "/var/run/trainjobs", SSH, "pi-node-0-0.pi pi-node-0-1.pi"]
-    assert 'echo $rc > $control/exit-code' in launcher["command"][2]
+    assert launcher["command"][3:8] == ["mpi-launcher", "/var/run/trainjobs", SSH, "/etc/mpi/hostfile",
+                                        "pi-launcher-0-0.pi"]
+
+
+def test_the_launcher_job_is_the_same_size_whatever_the_host_count():
+    """The host list is in the hostfile only: the launcher Job of 4096 hosts is the one of 64."""
+    import json
+
+    def launcher_job(nodes):
+        return json.dumps(mpi({"num_nodes": nodes}).get("Job", "pi-launcher-0").manifest, sort_keys=True)
+
+    small, large = launcher_job(64), launcher_job(4096)
+    assert large == small
+    assert "pi-node-0-1" not in large
 
 
 def test_workers_end_with_the_launchers_exit_code(tmp_path):

@@ -6,10 +6,13 @@ when there are hosts besides the launcher, node Job `N-node-0` whose pods run ss
 
 Lifecycle without an operator:
 - the launcher pod's init container waits, up to `launcher_wait_timeout_seconds`, until every host in
-  the hostfile resolves and accepts an SSH login with the job's key; on the deadline it fails naming
-  each host it could not reach and why, and tells the workers that came up to exit 1;
+  the mounted hostfile resolves and its sshd answers, and the job's key logs in to one worker; on the
+  deadline it fails naming each host it could not reach and why, and tells the workers that came up
+  to exit 1;
 - when the launcher's command ends, it tells every node pod its exit code over SSH; node pods then stop
   sshd and exit with that code, so success completes every Job and failure fails them.
+Both read the hosts from the hostfile, not from their arguments, and reach at most 32 hosts at a time
+(components/scripts/fan-out.sh), so the launcher Job's size does not depend on the host count.
 """
 
 import enum
@@ -347,7 +350,6 @@ class _Layout:
     slots: int
     hosts: list[str]
     launcher_host: str
-    workers: list[str]
     ssh: str
 
 
@@ -391,8 +393,9 @@ class MpiFamily(Family):
             if (size := forwarded_length(forward, launcher.env)) >= MAX_ENV_STRING:
                 job.issues.add("env", f"{ENV_LIST} (the job's env forwarded to every rank, values with `=` in full) "
                                       f"would be {size} bytes, over the {MAX_ENV_STRING - 1} Linux allows one variable")
+        # Both scripts read the hosts from the mounted hostfile: the launcher Job's size does not grow with them.
         launcher_command = ["/bin/sh", "-c", script("mpi-launcher"), "mpi-launcher", CONTROL_DIR, layout.ssh,
-                            " ".join(layout.workers), *(launcher.command or []), *(launcher.args or [])]
+                            HOSTFILE, layout.launcher_host, *(launcher.command or []), *(launcher.args or [])]
         launcher_container = container(
             launcher.model_copy(update={"command": launcher_command, "args": None}),
             upsert_env(template_env(launcher), [{"name": k, "value": v} for k, v in env.items()]),
@@ -400,7 +403,7 @@ class MpiFamily(Family):
         wait = {
             "name": "wait-for-hosts", "image": launcher.image,
             "command": ["/bin/sh", "-c", script("wait-for-hosts"), "wait-for-hosts", CONTROL_DIR,
-                        str(args.launcher_wait_timeout_seconds), layout.ssh, layout.launcher_host, *layout.hosts],
+                        str(args.launcher_wait_timeout_seconds), layout.ssh, layout.launcher_host, HOSTFILE],
             "volumeMounts": [key_mount, hostfile_mount],
         }
         if launcher.container_security_context:
@@ -518,7 +521,7 @@ def _layout(name: str, args: MpiTrainJobArgs, launcher: PodTemplate, node: PodTe
         launcher_host = launcher_host.split(".")[0]
     hosts = [*workers, launcher_host] if launcher_is_node else list(workers)
     return _Layout(flavor, implementation, launcher_is_node, mount, _is_root(launcher, mount), node_pods, slots,
-                   hosts, launcher_host, workers, ssh_args(mount, runtime.ssh_port))
+                   hosts, launcher_host, ssh_args(mount, runtime.ssh_port))
 
 
 class MpiTrainJob(TrainJobComponent):

@@ -11,7 +11,7 @@ a few images, not training frameworks.
     result = run_local(objects, jobs=["mnist-ddp"], timeout=300)
     result.exit_code   # 0 succeeded, 1 failed, 124 timed out, 130 interrupted
 
-Needs root (namespaces, a bridge, mounts) and the `ip`, `unshare`, `nsenter` and `pivot_root`
+Needs root (namespaces, a bridge, mounts) and the `ip`, `nsenter`, `setpriv` and `pivot_root`
 commands (Debian packages iproute2 and util-linux).
 """
 
@@ -28,7 +28,7 @@ from .network import sweep_stale
 from .plan import PlanError, select
 
 EXIT_USAGE = 2
-REQUIRED_COMMANDS = {"ip": "iproute2", "unshare": "util-linux", "nsenter": "util-linux",
+REQUIRED_COMMANDS = {"ip": "iproute2", "nsenter": "util-linux",
                      "pivot_root": "util-linux", "setpriv": "util-linux", "umount": "mount"}
 DEFAULT_TIMEOUT = 900.0
 DEFAULT_MAX_GRACE = 5.0

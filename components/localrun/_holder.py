@@ -1,13 +1,14 @@
 """The process that holds one emulated pod's namespaces (the pod's "pause" process).
 
-Started by `pods.Sandbox` as `ip netns exec NETNS unshare --uts --mount --pid --fork ... python
-_holder.py`, so it runs as PID 1 of the pod's PID namespace, inside the pod's network, UTS and
-private mount namespaces. It reads one JSON line on stdin describing the pod, then:
+Started by `pods.Sandbox` as `python -I -S _holder.py`. It reads one JSON line on stdin describing
+the pod, joins the pod's network namespace (made by `network.Network`) and makes new UTS, IPC, mount
+and PID namespaces itself, then forks: the child is PID 1 of the pod's PID namespace (this process
+only waits for it, and the child dies with it), and
 
-1. sets the hostname;
+1. sets the hostname, and the pod's address on its `eth0` and loopback up (ioctls, no `ip` process);
 2. builds the pod's root filesystem: a copy-on-write overlay of the host's `/` on a tmpfs (so
    nothing a container writes outside its volumes reaches the host), the host's other mounts
-   bound in again, a fresh /proc for the pod's PID namespace;
+   bound in again, a fresh /proc for the pod's PID namespace and a fresh /sys for its network;
 3. binds the pod's /etc/hosts, /etc/resolv.conf and /etc/hostname;
 4. lays out what the pod's images provide (`images.py`): each directory or file is made in the
    pod's scratch tmpfs with its owner and mode and bound at its path, hiding what this machine has
@@ -16,22 +17,25 @@ private mount namespaces. It reads one JSON line on stdin describing the pod, th
    and mounts them at their mount paths, creating missing mount points in the overlay;
 6. pivots into that root, prints `{"ready": ..., "pid": <host pid>}` and waits.
 
-Containers join it with `nsenter -t <pid> --net --mount --uts --pid`. The holder stops the pod
-when stdin reaches EOF (its owner exited, whatever the reason) or on SIGTERM: it sends SIGTERM to
-every process of the pod, waits the grace period, and exits; the kernel then kills whatever is
-left in the PID namespace. Only the standard library is used: it runs with `python -I -S`.
+Doing in one process what `ip netns exec`, `unshare` and `ip -n ... addr add` did saves three
+program starts per pod. Containers join it with `nsenter -t <pid> --net --mount --uts --pid`. The
+holder stops the pod when stdin reaches EOF (its owner exited, whatever the reason) or on SIGTERM: it
+sends SIGTERM to every process of the pod, waits the grace period, and exits; the kernel then kills
+whatever is left in the PID namespace. Only the standard library is used: it runs with `python -I -S`.
 """
 
-import base64
 import ctypes
+import fcntl
 import json
 import os
 import select
 import signal
+import socket
 import stat
-import subprocess
+import struct
 import sys
 import time
+from binascii import a2b_base64  # base64 and ipaddress cost more to import than the holder's own work
 
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
@@ -42,6 +46,10 @@ MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 MNT_DETACH = 0x2
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
+PR_SET_PDEATHSIG = 1
+SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCSIFADDR, SIOCSIFNETMASK = 0x8913, 0x8914, 0x8916, 0x891C
+IFF_UP = 0x1
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _stop = False
@@ -56,6 +64,42 @@ def mount(source: str | None, target: str, fstype: str | None = None, flags: int
     if _libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
         err = ctypes.get_errno()
         raise SetupError(f"mount {source or fstype} on {target} ({fstype or 'bind'}): {os.strerror(err)}")
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise SetupError(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def enter_namespaces(netns: str) -> None:
+    """Join the network namespace at `netns`; new UTS, IPC, mount (private) and PID namespaces, the
+    last for the children of this process."""
+    fd = os.open(netns, os.O_RDONLY)
+    try:
+        _check(_libc.setns(fd, CLONE_NEWNET), f"join network namespace {netns}")
+    finally:
+        os.close(fd)
+    _check(_libc.unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def _ifreq(name: str, payload: bytes = b"") -> bytes:
+    return struct.pack("16s", name.encode()) + payload.ljust(24, b"\0")
+
+
+def _sockaddr(address: str) -> bytes:
+    return struct.pack("=H2s4s", socket.AF_INET, b"", socket.inet_aton(address))
+
+
+def configure_network(address: str, prefixlen: int) -> None:
+    """`ip addr add <address>/<prefixlen> dev eth0; ip link set eth0 up; ip link set lo up`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        netmask = socket.inet_ntoa(struct.pack("!I", (0xFFFFFFFF << (32 - prefixlen)) & 0xFFFFFFFF))
+        fcntl.ioctl(s, SIOCSIFADDR, _ifreq("eth0", _sockaddr(address)))
+        fcntl.ioctl(s, SIOCSIFNETMASK, _ifreq("eth0", _sockaddr(netmask)))
+        for name in ("eth0", "lo"):
+            flags = struct.unpack_from("H", fcntl.ioctl(s, SIOCGIFFLAGS, _ifreq(name)), 16)[0]
+            fcntl.ioctl(s, SIOCSIFFLAGS, _ifreq(name, struct.pack("H", flags | IFF_UP)))
 
 
 def umount_detach(target: str) -> None:
@@ -181,7 +225,7 @@ def lay_out_image(entries: list[dict], root: str, scratch: str, overlays: list[i
         else:
             os.makedirs(os.path.dirname(made), exist_ok=True)
             with open(made, "wb") as f:
-                f.write(base64.b64decode(entry["content"]))
+                f.write(a2b_base64(entry["content"]))
         os.chmod(made, entry["mode"])
         os.lchown(made, entry["uid"], entry["gid"])
         if not any(path.startswith(top.rstrip("/") + "/") for top in tops):
@@ -227,7 +271,7 @@ def materialize(volumes: dict, scratch: str, fs_group: int | None = None) -> dic
                 path = os.path.join(directory, rel)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "wb") as f:
-                    f.write(base64.b64decode(content))
+                    f.write(a2b_base64(content))
                 os.chmod(path, mode)
         if kind == "emptyDir":
             os.chmod(directory, 0o777)
@@ -244,7 +288,7 @@ def build_root(config: dict) -> None:
     for sub in ("upper", "work", "root"):
         os.makedirs(os.path.join(scratch, sub))
     mount("overlay", root, "overlay", 0, f"lowerdir=/,upperdir={scratch}/upper,workdir={scratch}/work")
-    for point in host_mounts(skip_under=["/proc", "/run/netns", scratch]):
+    for point in host_mounts(skip_under=["/proc", "/sys", "/run/netns", scratch]):
         target = within(root, point)
         if not os.path.lexists(target):
             continue  # a mount point on a filesystem that is itself not carried over
@@ -253,6 +297,7 @@ def build_root(config: dict) -> None:
         except SetupError as exc:
             print(f"note: host mount {point} not carried into the pod: {exc}", file=sys.stderr)
     mount("proc", within(root, "/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("sysfs", within(root, "/sys"), "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this network's devices
     overlays = [0]
     for dest, source in sorted(config.get("etc_files", {}).items()):
         ensure_mountpoint(root, dest, False, scratch, overlays)
@@ -277,7 +322,9 @@ def build_root(config: dict) -> None:
     os.chdir(root)
     old = ".trainjobs-oldroot"
     os.mkdir(old)
-    subprocess.run([config["pivot_root"], ".", old], check=True)
+    pid = os.posix_spawn(config["pivot_root"], [config["pivot_root"], ".", old], os.environ)
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        raise SetupError(f"{config['pivot_root']} . {old} failed")
     os.chdir("/")
     umount_detach("/" + old)
     os.rmdir("/" + old)
@@ -331,16 +378,23 @@ def read_config() -> dict:
 def main() -> int:
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the owner, which stops pods in order
-    host_pid = int(os.readlink("/proc/self"))  # the host's /proc is still mounted here
     try:
         config = read_config()
-        import socket
-        socket.sethostname(config["hostname"])
-        build_root(config)
+        enter_namespaces(config["netns"])
     except Exception as exc:  # reported to the owner, which fails the pod with this message
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, SetupError) else str(exc)}),
-              flush=True)
-        return 1
+        return report_error(exc)
+    child = os.fork()
+    if child:  # only waits: the pod's PID 1 is the child, which dies with this process
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) & 0xFF
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    host_pid = int(os.readlink("/proc/self"))  # the host's /proc is still mounted here
+    try:
+        socket.sethostname(config["hostname"])
+        configure_network(config["address"], config["prefixlen"])
+        build_root(config)
+    except Exception as exc:
+        return report_error(exc)
     print(json.dumps({"ready": True, "pid": host_pid}), flush=True)
     while not _stop:
         try:
@@ -352,6 +406,13 @@ def main() -> int:
         reap()
     stop_pod(float(config.get("grace_seconds", 5)))
     return 0
+
+
+def report_error(exc: Exception) -> int:
+    """Tell the owner why the pod could not be set up; it fails the pod with this message."""
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}" if not isinstance(exc, SetupError) else str(exc)}),
+          flush=True)
+    return 1
 
 
 if __name__ == "__main__":

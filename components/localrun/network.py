@@ -247,7 +247,7 @@ class Network:
         hosts = subnet.hosts()
         next(hosts)  # .1 stays free: there is no gateway
         for pod in pods:
-            pod.ip = str(next(hosts))
+            pod.ip, pod.prefixlen = str(next(hosts)), subnet.prefixlen
             pod.netns = f"{prefix}-{pod.hostname}"
         return cls(prefix=prefix, subnet=subnet, pods=pods, bridge=f"{prefix}-br")
 
@@ -290,9 +290,7 @@ class Network:
             for link in [self.bridge, *veths]:
                 _no_host_address(link)  # before they are up
             ip_batch([f"link set {self.bridge} up", *(f"link set {veth} master {self.bridge} up" for veth in veths)])
-            for pod in self.pods:
-                ip_batch([f"addr add {pod.ip}/{self.subnet.prefixlen} dev eth0", "link set eth0 up", "link set lo up"],
-                         "-n", pod.netns)
+            # Each pod's holder gives its eth0 the pod's address and brings it and lo up (`_holder.py`).
 
     def teardown(self) -> list[str]:
         """Remove everything `create` made; returns what could not be removed (should be empty)."""
@@ -310,34 +308,37 @@ def _no_host_address(link: str) -> None:
         setting.write_text("1\n")
 
 
-def netns_pids(netns: str) -> list[int]:
-    """PIDs of the processes inside a network namespace (what `ip netns pids` lists)."""
-    try:
-        target = os.stat(RUN_NETNS / netns)
-    except FileNotFoundError:
-        return []
+def netns_pids(names: list[str]) -> list[int]:
+    """PIDs of the processes inside any of these network namespaces (what `ip netns pids` lists),
+    from one pass over /proc."""
+    targets = set()
+    for name in names:
+        try:
+            st = os.stat(RUN_NETNS / name)
+        except FileNotFoundError:
+            continue
+        targets.add((st.st_ino, st.st_dev))
     pids = []
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if targets else ():
         if not entry.isdigit():
             continue
         try:
             st = os.stat(f"/proc/{entry}/ns/net")
         except OSError:
             continue
-        if (st.st_ino, st.st_dev) == (target.st_ino, target.st_dev):
+        if (st.st_ino, st.st_dev) in targets:
             pids.append(int(entry))
     return pids
 
 
 def teardown_state(netns: list[str], links: list[str], etc: list[str]) -> list[str]:
     """Remove what of `netns`, `links` and `etc` exists; returns what could not be removed."""
-    for name in netns:
-        for pid in netns_pids(name):  # normally none: the pods were stopped before
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-    if any(netns_pids(name) for name in netns):
+    for pid in netns_pids(netns):  # normally none: the pods were stopped before
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    if netns_pids(netns):
         time.sleep(0.2)
     namespaces, interfaces = _netns(), _links()
     commands = [f"netns del {name}" for name in netns if name in namespaces]

@@ -133,6 +133,7 @@ class PodSlot:
     published: bool = False  # a headless Service named like the subdomain selects it: it has DNS names
     searches: tuple[str, ...] = ()  # the pod's dnsConfig.searches, appended to its DNS search list
     ip: str = ""
+    prefixlen: int = 0  # of the run's subnet, which the pod's address is on
     netns: str = ""
 
     def dns_names(self, cluster_domain: str = CLUSTER_DOMAIN) -> list[str]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
+from .network import ETC_NETNS, RUN_NETNS
 from .output import Filter
 from .plan import ContainerSpec, PodSpec
 
@@ -150,9 +151,13 @@ class Sandbox:
             else:
                 entry.update(path=v.path, type=v.host_type)
             volumes[name] = entry
-        etc = Path("/etc/netns") / self.spec.slot.netns
+        slot = self.spec.slot
+        etc = ETC_NETNS / slot.netns
         return {
-            "hostname": self.spec.slot.hostname,
+            "hostname": slot.hostname,
+            "netns": str(RUN_NETNS / slot.netns),
+            "address": slot.ip,
+            "prefixlen": slot.prefixlen,
             "scratch": str(self.scratch),
             "pivot_root": shutil.which("pivot_root") or "/sbin/pivot_root",
             "etc_files": {f"/etc/{name}": str(etc / name) for name in ("hosts", "resolv.conf", "hostname")},
@@ -170,9 +175,7 @@ class Sandbox:
         """Start the holder; `wait_ready` waits for its namespaces and filesystem."""
         self.scratch.mkdir(parents=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        command = ["ip", "netns", "exec", self.spec.slot.netns,
-                   "unshare", "--uts", "--ipc", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
-                   "--", sys.executable, "-I", "-S", str(HOLDER)]
+        command = [sys.executable, "-I", "-S", str(HOLDER)]  # it enters the pod's namespaces itself
         with open(self.log_dir / "sandbox.log", "ab") as err:
             # A session of its own: a Ctrl-C at the terminal reaches run-local only, which stops pods in order.
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,

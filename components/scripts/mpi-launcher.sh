@@ -1,15 +1,13 @@
 # The MPI launcher's main container: run the job's command, then tell every worker its exit code over SSH
-# so the workers' pods end with it; the launcher exits with the same code.
-# Arguments: the workers' control directory, the ssh options, the workers (one string), then the command.
-control=$1; shift; ssh_opts=$1; shift; workers=$1; shift
+# so the workers' pods end with it, $lanes workers at a time (fan-out.sh); the launcher exits with the same
+# code, and names each worker it could not tell.
+# Arguments: the workers' control directory, the ssh options, the hostfile, the launcher's own hostfile
+# name (not a worker), then the command.
+control=$1; ssh_opts=$2; hostfile=$3; self=$4; shift 4
 "$@" & child=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
 # The first wait reaps a command that already ended; a trapped signal interrupts a wait, so wait again.
-wait "$child"; rc=$?
-while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
-for h in $workers; do
-  { ssh $ssh_opts -o BatchMode=yes -o ConnectTimeout=10 "$h" "echo $rc > $control/exit-code" </dev/null \
-      || echo "could not tell $h that the launcher finished" >&2; } &
-done
-wait
-exit $rc
+wait "$child"; code=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+in_lanes tell $(hosts_in "$hostfile" | grep -vxF "$self")
+exit $code

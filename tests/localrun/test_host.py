@@ -38,3 +38,31 @@ def test_mountinfo_escapes_and_proc_net_addresses():
     assert _holder._unescape(r"/mnt/with\040space") == "/mnt/with space"
     assert _address("0100007F:1F90") == ("127.0.0.1", 8080)
     assert _address("0000000000000000FFFF00000302090A:7530") == ("10.9.2.3", 30000)
+
+
+def test_the_holder_sets_the_pods_address_as_ip_addr_add_would():
+    """The holder's ioctls in an unnamed network namespace with an eth0 (a veth pair, both ends in it,
+    gone with it): the address with the subnet's prefix and its route, eth0 and lo up. Needs root
+    (CI runs as root)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI=true: this test needs root")
+        pytest.skip("needs root (network namespaces)")
+    code = (f"import sys; sys.path.insert(0, {str(Path(_holder.__file__).parent)!r}); import _holder; "
+            "_holder.configure_network('10.77.0.5', 23)")
+    shell = ('ip link add eth0 type veth peer name peer0 && "$0" -I -S -c "$1" && '
+             'ip -4 -o addr show && echo --- && ip -4 route && echo --- && ip -o link show')
+    done = subprocess.run(["unshare", "--net", "--", "/bin/sh", "-c", shell, sys.executable, code],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    addresses, routes, links = done.stdout.split("---\n")
+    assert "lo    inet 127.0.0.1/8 " in addresses and "eth0    inet 10.77.0.5/23 " in addresses
+    assert "10.77.0.0/23 dev eth0 proto kernel scope link src 10.77.0.5" in routes
+    for link in links.splitlines():
+        if ": eth0@" in link or ": lo:" in link:
+            assert ",UP" in link, link
