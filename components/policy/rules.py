@@ -18,14 +18,14 @@ from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
 from trainjobs.kube.pods import describe, job_pods, kind, pod_templates
 from trainjobs.kube.quantity import QuantityError, parse_quantity
 from trainjobs.kube.resources import is_gpu
+from trainjobs.scheduling.coscheduling import POD_GROUP_LABEL as COSCHEDULING_GROUP_LABEL
+from trainjobs.scheduling.kueue import QUEUE_LABEL as KUEUE_QUEUE_LABEL
+from trainjobs.scheduling.volcano import GROUP_ANNOTATION as VOLCANO_GROUP_ANNOTATION
+from trainjobs.scheduling.volcano import QUEUE_ANNOTATION as VOLCANO_QUEUE_ANNOTATION
 
 # Roles whose pods train; initializers and extra roles (TensorBoard, an evaluator) do not.
 TRAINING_ROLES = (NODE, LAUNCHER)
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
-VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
-VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 # Env names that hold credentials, and values that are credentials whatever their name.
 _SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
                           r"|AUTH_?KEY)($|_)", re.I)

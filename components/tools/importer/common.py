@@ -14,6 +14,7 @@ from kubeflow_trainer_api.models import IoK8sApiCoreV1PodTemplateSpec
 from pydantic import BaseModel
 
 from trainjobs.core.errors import shown
+from trainjobs.scheduling.kueue import PRIORITY_LABEL, QUEUE_LABEL
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,21 @@ def unknown_fields(value: Any, model: type[BaseModel], path: str) -> list[str]:
 
     walk(value, schema, path)
     return found
+
+
+def metadata_arguments(metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """The source object's namespace, and Kueue's queue and priority labels, as the job's arguments; its
+    other labels and its annotations, for the caller to place."""
+    args: dict[str, Any] = {}
+    if metadata.get("namespace"):
+        args["namespace"] = metadata["namespace"]
+    labels = dict(metadata.get("labels") or {})
+    if QUEUE_LABEL in labels:
+        args["gang_scheduler"] = "kueue"
+        args["queue"] = labels.pop(QUEUE_LABEL)
+    if PRIORITY_LABEL in labels:
+        args["priority_class"] = labels.pop(PRIORITY_LABEL)
+    return args, labels, dict(metadata.get("annotations") or {})
 
 
 def check_keys(findings: Findings, value: Any, known: set[str], path: str, api: str) -> None:

@@ -13,14 +13,13 @@ from kubeflow_trainer_api.models import (TrainerV1alpha1ClusterTrainingRuntime, 
                                          TrainerV1alpha1TrainJob)
 
 from trainjobs.core.errors import shown
+from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (Finding, Findings, SourceError, env_argument, kueue_owns_suspend,
-                                             note_restart_policy, pod_arguments, require, resources, unknown_fields)
+                                             metadata_arguments, note_restart_policy, pod_arguments, require,
+                                             resources, unknown_fields)
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
-VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER, LAUNCHER = "trainer", "launcher"
 INITIALIZERS = {"dataset-initializer": "dataset_initializer", "model-initializer": "model_initializer"}
@@ -123,8 +122,8 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
     template = spec.get("template") or {}
     metadata = template.get("metadata") or {}
     labels, annotations = dict(metadata.get("labels") or {}), dict(metadata.get("annotations") or {})
-    if VOLCANO_QUEUE in annotations:
-        job_args["queue"] = annotations.pop(VOLCANO_QUEUE)
+    if QUEUE_ANNOTATION in annotations:
+        job_args["queue"] = annotations.pop(QUEUE_ANNOTATION)
     if labels:
         runtime["labels"] = labels
     if annotations:
@@ -206,16 +205,7 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
     metadata = document.get("metadata") or {}
     name = metadata["name"]
     spec = document.get("spec") or {}
-    args: dict[str, Any] = {}
-    if metadata.get("namespace"):
-        args["namespace"] = metadata["namespace"]
-    labels = dict(metadata.get("labels") or {})
-    if KUEUE_QUEUE in labels:
-        args["gang_scheduler"] = "kueue"
-        args["queue"] = labels.pop(KUEUE_QUEUE)
-    if KUEUE_PRIORITY in labels:
-        args["priority_class"] = labels.pop(KUEUE_PRIORITY)
-    annotations = dict(metadata.get("annotations") or {})
+    args, labels, annotations = metadata_arguments(metadata)
     if labels:
         args["labels"] = labels
         findings.note("metadata.labels", "the labels reach every object and pod of the job (Kubeflow keeps "

@@ -10,9 +10,10 @@ Kubernetes' models.
 from typing import Any
 
 from trainjobs.core.errors import shown
+from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (Findings, SourceError, check_keys, check_pod_template, command_from_args,
-                                             kueue_owns_suspend, note_restart_policy, pod_arguments, require)
-from trainjobs.tools.importer.kubeflow import KUEUE_PRIORITY, KUEUE_QUEUE
+                                             kueue_owns_suspend, metadata_arguments, note_restart_policy,
+                                             pod_arguments, require)
 
 API = "the v2beta1 MPIJob API"
 SPEC_FIELDS = {"slotsPerWorker", "runLauncherAsWorker", "runPolicy", "mpiReplicaSpecs", "sshAuthMountPath",
@@ -22,7 +23,6 @@ RUN_POLICY_FIELDS = {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlin
 SCHEDULING_FIELDS = {"minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds"}
 REPLICA_FIELDS = {"replicas", "template", "restartPolicy"}
 IMPLEMENTATIONS = {"OpenMPI": "OpenMPI", "Intel": "IntelMPI", "MPICH": "MPICH"}
-VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 # The MPI Operator's example images run sshd from this config, listening on 2222.
 OPERATOR_SSHD_CONFIG = "/home/mpiuser/.sshd_config"
 OPERATOR_SSHD_PORT = 2222
@@ -67,20 +67,11 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
     if findings.unknown:
         return "MpiTrainJob", name, {}
 
-    args: dict[str, Any] = {}
-    if metadata.get("namespace"):
-        args["namespace"] = metadata["namespace"]
-    labels = dict(metadata.get("labels") or {})
-    annotations = dict(metadata.get("annotations") or {})
-    if KUEUE_QUEUE in labels:
-        args["gang_scheduler"] = "kueue"
-        args["queue"] = labels.pop(KUEUE_QUEUE)
-    if KUEUE_PRIORITY in labels:
-        args["priority_class"] = labels.pop(KUEUE_PRIORITY)
+    args, labels, annotations = metadata_arguments(metadata)
     if labels:
         args["labels"] = labels
-    if annotations.get(VOLCANO_QUEUE):
-        args["queue"] = annotations.pop(VOLCANO_QUEUE)
+    if annotations.get(QUEUE_ANNOTATION):
+        args["queue"] = annotations.pop(QUEUE_ANNOTATION)
     if annotations:
         args["annotations"] = annotations
 
