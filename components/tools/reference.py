@@ -2,6 +2,7 @@
 description, as declared in the code (`python -m trainjobs.tools.reference > docs/arguments.md`)."""
 
 import enum
+import inspect
 import sys
 import types
 import typing
@@ -97,7 +98,7 @@ def document() -> str:
     nested: list[type[BaseModel]] = []
     for component in COMPONENTS:
         args, outputs = component.args_type, component.outputs_type
-        lines += [f"## {component.__name__}", "", (component.__doc__ or "").strip(), "",
+        lines += [f"## {component.__name__}", "", inspect.cleandoc(component.__doc__ or ""), "",
                   f"`{component.__name__}(name, args: {args.__name__} | dict, opts=None)`", "", *_table(args), "",
                   "Outputs:", "", "| output | type | description |", "|---|---|---|"]
         for name, field in outputs.model_fields.items():
