@@ -23,17 +23,26 @@ def _count(value: Any, default: int = 1) -> int:
 
 
 def job_pods(job_spec: Mapping[str, Any]) -> int:
-    """Pods a Job runs to completion: `completions`, else `parallelism`, else 1."""
+    """Pods a Job runs to completion: `completions`, else `parallelism`, else 1 (an Indexed Job's
+    highest pod index is one less)."""
     return _count(job_spec.get("completions"), _count(job_spec.get("parallelism")))
 
 
+def running_pods(job_spec: Mapping[str, Any]) -> int:
+    """Pods a Job runs at once: `parallelism` (1 if unset), at most its `completions`."""
+    return min(_count(job_spec.get("parallelism")), job_pods(job_spec))
+
+
 def pod_templates(obj: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
-    """(what, pod count, pod template) of each pod template in a Job or a JobSet; nothing for other kinds."""
-    if kind(obj) == "Job":
+    """(what, pods running at once, pod template) of each pod template in a Pod, a Job or a JobSet; nothing
+    for other kinds."""
+    if kind(obj) == "Pod":
+        yield describe(obj), 1, obj
+    elif kind(obj) == "Job":
         spec = obj.get("spec") or {}
-        yield describe(obj), job_pods(spec), spec.get("template") or {}
+        yield describe(obj), running_pods(spec), spec.get("template") or {}
     elif kind(obj) == "JobSet":
         for replicated in (obj.get("spec") or {}).get("replicatedJobs") or []:
             job = (replicated.get("template") or {}).get("spec") or {}
             yield (f"{describe(obj)} job {replicated.get('name', '?')}",
-                   _count(replicated.get("replicas")) * job_pods(job), job.get("template") or {})
+                   _count(replicated.get("replicas")) * running_pods(job), job.get("template") or {})

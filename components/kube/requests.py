@@ -10,6 +10,7 @@ training): the totals are what a queue or a PodGroup admits the job for.
 from decimal import Decimal
 from typing import Any, Iterable
 
+from trainjobs.kube.pods import pod_templates
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
 
@@ -23,7 +24,7 @@ def total_requests(manifests: Iterable[dict[str, Any]]) -> dict[str, str]:
     """Resource name -> total requested by every pod the manifests create (pods x each pod's request),
     as Kubernetes quantities, sorted by name: e.g. `{"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "32"}`.
 
-    Jobs count `parallelism` pods (1 if unset), JobSets `replicas` x `parallelism` of each replicated
+    Jobs count `parallelism` pods (1 if unset, at most `completions`), JobSets `replicas` x `parallelism` of each replicated
     Job, Pods one; other objects create no pods. Resources no pod requests are left out.
     """
     totals: dict[str, Decimal] = {}
@@ -39,22 +40,10 @@ def pod_count(manifests: Iterable[dict[str, Any]]) -> int:
 
 
 def _pod_specs(manifests: Iterable[dict[str, Any]]) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(pods running at once, pod spec) of every pod template in the manifests."""
     for manifest in manifests:
-        kind, spec = manifest.get("kind"), manifest.get("spec") or {}
-        if kind == "Pod":
-            yield 1, spec
-        elif kind == "Job":
-            yield _job_pods(spec), spec.get("template", {}).get("spec", {})
-        elif kind == "JobSet":
-            for replicated in spec.get("replicatedJobs", []):
-                job = replicated.get("template", {}).get("spec", {})
-                yield replicated.get("replicas", 1) * _job_pods(job), job.get("template", {}).get("spec", {})
-
-
-def _job_pods(spec: dict[str, Any]) -> int:
-    parallelism = spec.get("parallelism", 1)
-    completions = spec.get("completions")
-    return min(parallelism, completions) if completions is not None else parallelism
+        for _, pods, template in pod_templates(manifest):
+            yield pods, template.get("spec") or {}
 
 
 def pod_requests(spec: dict[str, Any]) -> dict[str, Decimal]:
