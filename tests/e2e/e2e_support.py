@@ -44,6 +44,10 @@ class LocalRun:
         """The containers' output lines (echoed as `[pod] ...` or `[pod/container] ...`) holding `marker`."""
         return [line for line in self.output.splitlines() if line.startswith("[") and marker in line]
 
+    def reports(self, marker: str) -> list[dict]:
+        """The JSON objects the test programs printed after `marker ` (e.g. `E2E-RANK {...}`), in output order."""
+        return [json.loads(line.split(f"{marker} ", 1)[1]) for line in self.lines(f"{marker} ")]
+
 
 def run_local_command(program: Path | str, *args: str, run_dir: Path, limit: float = DEFAULT_LIMIT,
                       python_prelude: str = "") -> list[str]:

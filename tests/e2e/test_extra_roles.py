@@ -5,8 +5,6 @@ WORLD_SIZE and gave them the training variables; here 4 one-process-per-pod trai
 WORLD_SIZE=4 and all_reduce while 4 extra pods see no training variable at all.
 """
 
-import json
-
 import pytest
 
 from e2e_support import PROGRAMS, run_local
@@ -15,7 +13,7 @@ ROLES = PROGRAMS / "roles" / "__main__.py"
 
 
 def reports(run, tag: str) -> list[dict]:
-    return [json.loads(line.split(f"{tag} ", 1)[1]) for line in run.lines(f"{tag} ")]
+    return run.reports(tag)
 
 
 @pytest.mark.usefixtures("torch_ready")

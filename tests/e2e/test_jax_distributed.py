@@ -6,8 +6,6 @@ its own, and training code passes those two, as docs/components.md shows. Both f
 here, so a JAX release that changes either shows up as a failing test.
 """
 
-import json
-
 import pytest
 
 from e2e_support import PROGRAMS, run_local
@@ -17,8 +15,7 @@ pytestmark = pytest.mark.usefixtures("jax_ready")
 
 
 def reports(run, tag: str) -> list[dict]:
-    return sorted((json.loads(line.split(f"{tag} ", 1)[1]) for line in run.lines(f"{tag} ")),
-                  key=lambda r: r["pod_index"])
+    return sorted(run.reports(tag), key=lambda r: r["pod_index"])
 
 
 def test_two_processes_initialize_from_the_env_and_sum_across_pods(tmp_path):

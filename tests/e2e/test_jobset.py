@@ -1,6 +1,5 @@
 """The JobSet backend in run-local: the same training on it, its start order, whole-group restarts."""
 
-import json
 from collections import Counter
 
 import pytest
@@ -14,8 +13,7 @@ RESILIENCE = PROGRAMS / "resilience" / "__main__.py"
 
 
 def done(run) -> list[dict]:
-    return sorted((json.loads(line.split("E2E-DONE ", 1)[1]) for line in run.lines("E2E-DONE ")),
-                  key=lambda r: r["rank"])
+    return sorted(run.reports("E2E-DONE"), key=lambda r: r["rank"])
 
 
 @pytest.mark.usefixtures("torch_ready")

@@ -1,8 +1,6 @@
 """Failure policies in run-local with real training: a preempted pod replaced without counting, and
 training resumed from its checkpoint; a fatal exit code failing the job at once."""
 
-import json
-
 import pytest
 
 from e2e_support import PROGRAMS, run_local
@@ -12,8 +10,7 @@ pytestmark = pytest.mark.usefixtures("torch_ready")
 
 
 def done(run) -> list[dict]:
-    return sorted((json.loads(line.split("E2E-DONE ", 1)[1]) for line in run.lines("E2E-DONE ")),
-                  key=lambda r: r["pod_index"])
+    return sorted(run.reports("E2E-DONE"), key=lambda r: r["pod_index"])
 
 
 def test_a_preempted_worker_is_replaced_and_training_resumes_from_its_checkpoint(tmp_path):

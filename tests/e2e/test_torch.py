@@ -1,7 +1,5 @@
 """Real torchrun across emulated pods, configured only by the rendered PET_* env (`torchrun train.py`)."""
 
-import json
-
 import pytest
 
 from e2e_support import PROGRAMS, REPO, run_local
@@ -11,8 +9,7 @@ pytestmark = pytest.mark.usefixtures("torch_ready")
 
 
 def ranks(run) -> list[dict]:
-    return sorted((json.loads(line.split("E2E-RANK ", 1)[1]) for line in run.lines("E2E-RANK ")),
-                  key=lambda r: r["rank"])
+    return sorted(run.reports("E2E-RANK"), key=lambda r: r["rank"])
 
 
 def test_static_rendezvous_2_nodes_x_2_processes(tmp_path):

@@ -5,8 +5,6 @@ xgboost runtime do; both workers join it at DMLC_TRACKER_URI:DMLC_TRACKER_PORT a
 on their shards together.
 """
 
-import json
-
 import pytest
 
 from e2e_support import PROGRAMS, run_local
@@ -16,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("xgboost_ready")
 
 
 def reports(run, tag: str) -> list[dict]:
-    return [json.loads(line.split(f"{tag} ", 1)[1]) for line in run.lines(f"{tag} ")]
+    return run.reports(tag)
 
 
 def test_two_workers_join_the_tracker_of_task_0_and_train_one_model(tmp_path):
