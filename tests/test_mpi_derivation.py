@@ -165,6 +165,16 @@ def test_intel_and_mpich_launcher_env():
     assert mpich["dnsConfig"] == {"searches": ["pi.hpc.svc.cluster.local"]}
 
 
+@pytest.mark.parametrize("implementation, names", [
+    ("OpenMPI", "OMPI_MCA_plm_rsh_args PRTE_MCA_plm_ssh_args"), ("IntelMPI", "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"),
+    ("MPICH", "HYDRA_LAUNCHER_EXTRA_ARGS")])
+def test_the_launcher_script_is_told_which_env_carries_mpiruns_ssh_options(implementation, names):
+    launcher = pod_spec(mpi({"mpi_implementation": implementation, "namespace": "hpc"}), "pi-launcher-0")["containers"][0]
+    assert launcher["command"][4:] == ["/var/run/trainjobs", SSH, "/etc/mpi/hostfile", "pi-launcher-0-0"
+                                       + (".pi" if implementation == "OpenMPI" else ""), names, *BASE["command"]]
+    assert all(env(launcher)[name] == SSH for name in names.split())
+
+
 @pytest.mark.parametrize("implementation", ["IntelMPI", "MPICH"])
 def test_hydra_names_the_launcher_as_its_hostname_does(implementation):
     """Hydra forks its proxy on a host only when the hostfile names it as gethostname() does; the

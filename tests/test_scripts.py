@@ -187,18 +187,41 @@ def test_a_refused_key_keeps_the_first_worker_pending_with_sshds_answer(fake):
 
 def test_the_launcher_exits_with_its_commands_code_and_tells_every_worker(fake):
     hostfile = fake.hostfile([*workers(2), "job-launcher-0-0"], "{}:1")
-    done = run("mpi-launcher", "/ctl", "-o BatchMode=yes", hostfile, "job-launcher-0-0", "/bin/sh", "-c",
-               "echo ran; exit 3", env=fake.env)
+    done = run("mpi-launcher", "/ctl", "-o BatchMode=yes", hostfile, "job-launcher-0-0", "OMPI_MCA_plm_rsh_args",
+               "/bin/sh", "-c", "echo ran; exit 3", env=fake.env)
     assert (done.returncode, done.stdout, done.stderr) == (3, "ran\n", "")
     assert sorted(fake.calls()) == [
         (host, f"-o ConnectTimeout=10 -o BatchMode=yes {KEX} -o BatchMode=yes {host} echo 3 > /ctl/exit-code")
         for host in workers(2)]
 
 
+SHOW_SSH_ENV = ["/bin/sh", "-c", 'echo "$OMPI_MCA_plm_rsh_args|$PRTE_MCA_plm_ssh_args|${HYDRA_LAUNCHER_EXTRA_ARGS-unset}"']
+
+
+def test_mpiruns_own_ssh_options_leave_sntrup761_out_where_ssh_has_it(fake):
+    env = {**fake.env, "OMPI_MCA_plm_rsh_args": SSH_OPTS, "PRTE_MCA_plm_ssh_args": SSH_OPTS}
+    done = run("mpi-launcher", "/ctl", SSH_OPTS, fake.hostfile(workers(1)), "job-launcher-0-0.job",
+               "OMPI_MCA_plm_rsh_args PRTE_MCA_plm_ssh_args HYDRA_LAUNCHER_EXTRA_ARGS", *SHOW_SSH_ENV, env=env)
+    # Only the named variables that are set change; the notice's own options are what they were.
+    assert (done.returncode, done.stdout) == (0, f"{SSH_OPTS} {KEX}|{SSH_OPTS} {KEX}|unset\n")
+    assert fake.calls()[0][1].startswith(f"-o ConnectTimeout=10 -o BatchMode=yes {KEX} {SSH_OPTS} ")
+
+
+def test_mpiruns_ssh_options_are_untouched_where_ssh_has_no_sntrup761(fake, tmp_path):
+    ssh = tmp_path / "bin" / "ssh"
+    ssh.write_text(ssh.read_text().replace("\\nsntrup761x25519-sha512@openssh.com", ""))
+    env = {**fake.env, "OMPI_MCA_plm_rsh_args": SSH_OPTS, "PRTE_MCA_plm_ssh_args": SSH_OPTS}
+    done = run("mpi-launcher", "/ctl", SSH_OPTS, fake.hostfile(workers(1)), "job-launcher-0-0.job",
+               "OMPI_MCA_plm_rsh_args PRTE_MCA_plm_ssh_args", *SHOW_SSH_ENV, env=env)
+    assert (done.returncode, done.stdout) == (0, f"{SSH_OPTS}|{SSH_OPTS}|unset\n")
+    assert fake.calls() == [(workers(1)[0], f"-o ConnectTimeout=10 -o BatchMode=yes {SSH_OPTS} {workers(1)[0]} "
+                                            "echo 0 > /ctl/exit-code")]
+
+
 def test_the_end_notice_reaches_every_worker_never_more_than_the_bound_at_once(fake):
     hosts = workers(100)
     env = {**fake.env, "SSH_SLEEP": "1", "SSH_DENY": "job-node-0-7.job job-node-0-70.job"}
-    done = run("mpi-launcher", "/ctl", SSH_OPTS, fake.hostfile(hosts), "job-launcher-0-0.job", "true", env=env)
+    done = run("mpi-launcher", "/ctl", SSH_OPTS, fake.hostfile(hosts), "job-launcher-0-0.job", "", "true", env=env)
     assert done.returncode == 0
     assert sorted(host for host, _ in fake.calls()) == sorted(hosts)   # each once
     assert 1 < fake.most_at_once() <= LANES   # in parallel, never more than the bound
@@ -208,7 +231,7 @@ def test_the_end_notice_reaches_every_worker_never_more_than_the_bound_at_once(f
 
 def test_a_stopped_launcher_stops_its_command_and_tells_the_workers(fake):
     launcher = subprocess.Popen(["/bin/sh", "-c", script("mpi-launcher"), "mpi-launcher", "/ctl", "-q",
-                                 fake.hostfile(workers(1)), "job-launcher-0-0.job", "sleep", "300"], env=fake.env)
+                                 fake.hostfile(workers(1)), "job-launcher-0-0.job", "", "sleep", "300"], env=fake.env)
     try:
         time.sleep(1)
         launcher.send_signal(signal.SIGTERM)
