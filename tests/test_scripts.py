@@ -32,6 +32,12 @@ def test_each_script_parses_as_posix_shell_without_its_header(name):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_no_script_holds_what_the_kubelet_expands_in_a_command(name):
+    """A container's command goes through the kubelet's expansion: `$$` becomes `$`, `$(NAME)` a variable."""
+    assert not re.search(r"\$\$|\$\([A-Za-z_][A-Za-z0-9_]*\)", script(name))
+
+
 def run(name, *args, env=None, timeout=60):
     return subprocess.run(["/bin/sh", "-c", script(name), name, *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=timeout)

@@ -7,7 +7,10 @@ control=$1; ssh_opts=$2; hostfile=$3; self=$4; ssh_env=$5; shift 5
 # mpirun logs in to every host over ssh: where ssh has sntrup761 (fan-out.sh), those logins leave it out
 # too, or its key exchange is most of the launcher's CPU for each host it starts.
 if [ -n "$kex" ]; then
-  for name in $ssh_env; do eval "[ -z \"\${$name+set}\" ] || export $name=\"\$$name \$kex\""; done
+  for name in $ssh_env; do
+    eval "given=\${$name+yes} value=\${$name-}"
+    [ -z "$given" ] || export "$name=$value $kex"
+  done
 fi
 "$@" & child=$!
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
