@@ -1,8 +1,12 @@
-"""The process that holds one emulated pod's namespaces (the pod's "pause" process).
+"""The process that holds one emulated pod's namespaces (the pod's "pause" process), and the one that
+forks it.
 
-Started by `pods.Sandbox` as `python -I -S _holder.py`. It reads one JSON line on stdin describing
-the pod, joins the pod's network namespace (made by `network.Network`) and makes new UTS, IPC, mount
-and PID namespaces itself, then forks: the child is PID 1 of the pod's PID namespace (this process
+run-local starts `python -I -S _holder.py` once (`pods.Holders`). That process reads requests on its
+stdin, a Unix socket: each is a pod's description (JSON) with two file descriptors, the pod's channel
+to run-local and its log. For each, it forks the pod's holder, which has the channel as its stdin
+and stdout and the log as its stderr: a pod costs a fork, not a Python start and its imports. The
+holder joins the pod's network namespace (made by `network.Network`) and makes new UTS, IPC, mount
+and PID namespaces itself, then forks: the child is PID 1 of the pod's PID namespace (the holder
 only waits for it, and the child dies with it), and
 
 1. sets the hostname, and the pod's address on its `eth0` and loopback up (ioctls, no `ip` process);
@@ -17,11 +21,12 @@ only waits for it, and the child dies with it), and
    and mounts them at their mount paths, creating missing mount points in the overlay;
 6. pivots into that root, prints `{"ready": ..., "pid": <host pid>}` and waits.
 
-Doing in one process what `ip netns exec`, `unshare` and `ip -n ... addr add` did saves three
-program starts per pod. Containers join it with `nsenter -t <pid> --net --mount --uts --pid`. The
-holder stops the pod when stdin reaches EOF (its owner exited, whatever the reason) or on SIGTERM: it
-sends SIGTERM to every process of the pod, waits the grace period, and exits; the kernel then kills
-whatever is left in the PID namespace. Only the standard library is used: it runs with `python -I -S`.
+Containers join it with `nsenter -t <pid> --net --mount --uts --pid`. The holder stops the pod when
+its channel reaches EOF (run-local asks it to, or exited, whatever the reason) or on SIGTERM: it sends
+SIGTERM to every process of the pod, waits the grace period, and exits; the kernel then kills whatever
+is left in the PID namespace. run-local sees the holder gone when its end of the channel reaches EOF.
+The forking process ends when its stdin does. Only the standard library is used: it runs with
+`python -I -S`.
 """
 
 import ctypes
@@ -365,21 +370,53 @@ def _on_term(signum, frame) -> None:
     _stop = True
 
 
-def read_config() -> dict:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(0, 65536)
+def receive(owner: socket.socket) -> tuple[dict, list[int]] | None:
+    """The next request: a pod's description and its channel's and log's descriptors; None at EOF."""
+    data, fds, _, _ = socket.recv_fds(owner, 65536, 2)
+    # A 4-byte length, then the JSON; run-local sends the next request only after this one's answer.
+    while 0 < len(data) < 4 or (len(data) >= 4 and len(data) < 4 + struct.unpack_from("!I", data)[0]):
+        chunk = owner.recv(65536)
         if not chunk:
-            raise SetupError("no pod description on stdin")
+            return None
         data += chunk
-    return json.loads(data)
+    return (json.loads(data[4:]), fds) if data else None
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, _on_term)
+    """Fork a holder for each request until run-local closes this process's stdin."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the owner, which stops pods in order
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the holders; run-local watches their channels
+    owner = socket.socket(fileno=0)
+    while request := receive(owner):
+        config, (channel, log) = request
+        try:
+            holder = os.fork()
+        except OSError as exc:
+            owner.sendall(f"error: fork: {exc}\n".encode())
+            holder = None
+        if holder == 0:
+            os.dup2(channel, 0)   # replaces this process's end of `owner`
+            os.dup2(channel, 1)
+            os.dup2(log, 2)
+            os.close(channel)
+            os.close(log)
+            code = hold(config)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        os.close(channel)
+        os.close(log)
+        if holder:
+            owner.sendall(f"{holder}\n".encode())
+    return 0
+
+
+def hold(config: dict) -> int:
+    """The pod's holder: its namespaces, then its PID 1, which builds its root and waits for the end."""
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _on_term)
     try:
-        config = read_config()
         enter_namespaces(config["netns"])
     except Exception as exc:  # reported to the owner, which fails the pod with this message
         return report_error(exc)

@@ -42,7 +42,7 @@ from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec
 from .policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES,
                        MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, pod_verdict)
-from .pods import ContainerRun, Sandbox, SandboxError, tcp_sockets
+from .pods import ContainerRun, Holders, Sandbox, SandboxError, tcp_sockets
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -388,6 +388,7 @@ class LocalRun:
         self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
         self._signal: int | None = None
         self._stopping: list[PodRun] = []
+        self.holders: Holders | None = None
         self.node_name = socket.gethostname()
 
     # -- signals ----------------------------------------------------------------------------
@@ -414,6 +415,7 @@ class LocalRun:
         try:
             self._print_header()
             self.network.create()
+            self.holders = Holders(self.run_dir / "holders.log")
             for job in self.jobs:
                 job.started = time.monotonic()
             status, message = self._loop(t0)
@@ -427,6 +429,8 @@ class LocalRun:
             try:
                 self._stop_everything(status)
             finally:
+                if self.holders is not None:
+                    self.holders.close()
                 leftovers = self.network.teardown()
                 shutil.rmtree(self.run_dir / ".sandboxes", ignore_errors=True)
                 shutil.rmtree(self.run_dir / ".claims", ignore_errors=True)
@@ -564,8 +568,14 @@ class LocalRun:
                 job.active[index] = pod
                 new.append(pod)
         for pod in new:  # every sandbox sets itself up in parallel, then containers start
-            pod.sandbox.start()
+            try:
+                pod.sandbox.start(self.holders)
+            except SandboxError as exc:
+                pod.phase, pod.reason, pod.finished = "Failed", str(exc), time.monotonic()
+                pod.begin_stop(time.monotonic())
         for pod in new:
+            if pod.phase == "Failed":
+                continue
             try:
                 pod.sandbox.wait_ready()
             except SandboxError as exc:

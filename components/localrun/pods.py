@@ -1,13 +1,14 @@
 """One emulated pod: a sandbox process holding its namespaces, and its containers' processes.
 
-The sandbox is `_holder.py`, started in the pod's network namespace inside new UTS, mount and
-PID namespaces (see its docstring for what it mounts). Containers join it with `nsenter`, run the
-host's programs with the container's resolved env, and write their output to a log per
-container (optionally echoed, prefixed with the pod, as `kubectl logs --prefix` would).
+The sandbox is a holder forked by the run's one `_holder.py` process (`Holders`), in the pod's
+network namespace inside new UTS, mount and PID namespaces (see its docstring for what it mounts).
+Containers join it with `nsenter`, run the host's programs with the container's resolved env, and
+write their output to a log per container (optionally echoed, prefixed with the pod, as `kubectl
+logs --prefix` would).
 
-The holder keeps a pipe from this process on its stdin: if this process dies in any way, the
-holder sees EOF and takes every process of the pod down with it. Processes are only ever
-signalled by PID.
+The holder keeps a socket from this process, its channel, on its stdin: if this process dies in any
+way, the holder sees EOF and takes every process of the pod down with it; this process sees the
+holder gone when its end reaches EOF. Processes are only ever signalled by PID.
 """
 
 import base64
@@ -17,6 +18,8 @@ import os
 import select
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -35,6 +38,50 @@ READY_TIMEOUT = 30.0
 
 class SandboxError(RuntimeError):
     pass
+
+
+class Holders:
+    """The run's one `_holder.py` process, which forks each pod's holder: a pod then costs a fork, not
+    a Python start and its imports (about 20 ms of CPU each)."""
+
+    def __init__(self, log_path: Path):
+        self.log_path = log_path
+        self._socket, theirs = socket.socketpair()
+        with theirs, open(log_path, "ab") as err:
+            # A session of its own: a Ctrl-C at the terminal reaches run-local only, which stops pods in order.
+            self.process = subprocess.Popen([sys.executable, "-I", "-S", str(HOLDER)], stdin=theirs,
+                                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")})
+        self._answers = self._socket.makefile("rb")
+
+    def fork(self, config: dict, log: IO[bytes]) -> tuple[int, socket.socket]:
+        """A new holder for the pod `config` describes, with `log` as its stderr: its PID and its channel."""
+        ours, theirs = socket.socketpair()
+        data = json.dumps(config).encode()
+        message = struct.pack("!I", len(data)) + data
+        try:
+            with theirs:
+                sent = socket.send_fds(self._socket, [message], [theirs.fileno(), log.fileno()])
+                self._socket.sendall(message[sent:])
+                answer = self._answers.readline().decode(errors="replace").strip()
+        except OSError as exc:
+            answer = f"{exc}"
+        if not answer.isdigit():
+            ours.close()
+            raise SandboxError(f"the pod holder could not be started: {answer or 'no answer'}; see {self.log_path}")
+        return int(answer), ours
+
+    def close(self) -> None:
+        """End the forking process (the holders it forked live on until their pods stop)."""
+        self._answers.close()
+        self._socket.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.log_path.exists() and self.log_path.stat().st_size == 0:
+            self.log_path.unlink()
 
 
 _TCP_STATES = {"01": "established", "02": "connecting", "0A": "listening"}
@@ -130,11 +177,12 @@ class Sandbox:
     scratch: Path
     log_dir: Path
     claims: Path  # where PersistentVolumeClaims live: one shared directory per claim
-    process: subprocess.Popen | None = None
-    holder_pid: int | None = None
+    holder: int | None = None  # the holder's PID: it waits for the pod's PID 1
+    channel: socket.socket | None = None
+    holder_pid: int | None = None  # the pod's PID 1, as this machine numbers it
     containers: list[ContainerRun] = field(default_factory=list)
     _stopping: bool = False
-
+    _gone: bool = False
     def config(self) -> dict:
         volumes = {}
         for name, v in self.spec.volumes.items():
@@ -171,29 +219,24 @@ class Sandbox:
             "fs_group": self.spec.fs_group,
         }
 
-    def start(self) -> None:
-        """Start the holder; `wait_ready` waits for its namespaces and filesystem."""
+    def start(self, holders: Holders) -> None:
+        """Fork the holder; `wait_ready` waits for its namespaces and filesystem."""
         self.scratch.mkdir(parents=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-I", "-S", str(HOLDER)]  # it enters the pod's namespaces itself
         with open(self.log_dir / "sandbox.log", "ab") as err:
-            # A session of its own: a Ctrl-C at the terminal reaches run-local only, which stops pods in order.
-            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                            env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
-                                            start_new_session=True)
-        self.process.stdin.write((json.dumps(self.config()) + "\n").encode())
-        self.process.stdin.flush()  # stdin stays open: closing it stops the pod
+            self.holder, self.channel = holders.fork(self.config(), err)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         line = b""
         while not line.endswith(b"\n"):
             remaining = deadline - time.monotonic()
-            readable, _, _ = select.select([self.process.stdout], [], [], max(0.0, remaining))
+            readable, _, _ = select.select([self.channel], [], [], max(0.0, remaining))
             if not readable:
                 raise SandboxError(f"the pod sandbox did not start within {timeout:.0f}s; see {self.log_dir / 'sandbox.log'}")
-            chunk = os.read(self.process.stdout.fileno(), 4096)
+            chunk = self.channel.recv(4096)
             if not chunk:
+                self._gone = True
                 tail = (self.log_dir / "sandbox.log").read_text(errors="replace").strip()[-2000:]
                 raise SandboxError(f"the pod sandbox exited while starting: {tail or 'no message'}")
             line += chunk
@@ -201,6 +244,16 @@ class Sandbox:
         if "error" in message:
             raise SandboxError(f"the pod sandbox could not be set up: {message['error']}")
         self.holder_pid = int(message["pid"])
+
+    def holder_gone(self, wait: float = 0.0) -> bool:
+        """True once the holder and the pod's PID 1 have exited: their channel's end here reads EOF."""
+        if self._gone or self.channel is None:
+            return True
+        while select.select([self.channel], [], [], wait)[0]:
+            if not self.channel.recv(4096):
+                self._gone = True
+                break
+        return self._gone
 
     def run(self, container: ContainerSpec, echo: Callable[[str, str, str | None], None] | None,
             prefix: str) -> ContainerRun:
@@ -223,28 +276,29 @@ class Sandbox:
 
     def begin_stop(self) -> None:
         """Ask the holder to stop the pod: SIGTERM to its processes, SIGKILL after the grace period."""
-        if self._stopping or self.process is None:
+        if self._stopping or self.channel is None:
             return
         self._stopping = True
-        if self.holder_pid and self.process.poll() is None:
+        if self.holder_pid and not self.holder_gone():
             try:
                 os.kill(self.holder_pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         try:
-            self.process.stdin.close()
+            self.channel.shutdown(socket.SHUT_WR)
         except OSError:
             pass
 
     def stopped(self) -> bool:
         """True once the holder and every container process have exited."""
-        return (self.process is None or self.process.poll() is not None) and all(
-            c.process.poll() is not None for c in self.containers)
+        return self.holder_gone() and all(c.process.poll() is not None for c in self.containers)
 
     def kill(self) -> None:
-        """SIGKILL the holder (the kernel then kills every process of the pod) and its launcher, by PID."""
-        for proc, pid in ((self.process, self.holder_pid), (self.process, self.process.pid if self.process else None)):
-            if pid and proc is not None and proc.poll() is None:
+        """SIGKILL the pod's PID 1 (the kernel then kills every process of the pod) and its holder, by PID."""
+        if self.holder_gone():
+            return
+        for pid in (self.holder_pid, self.holder):
+            if pid:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -260,14 +314,12 @@ class Sandbox:
                 c.process.wait()
             c.poll()
             c.pump.join(timeout=5)
-        if self.process is not None:
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            if self.process.stdout:
-                self.process.stdout.close()
+        if self.channel is not None:
+            if not self.holder_gone(wait=5):
+                self.kill()
+                self.holder_gone(wait=5)
+            self.channel.close()
+            self._gone = True
         shutil.rmtree(self.scratch, ignore_errors=True)
         sandbox_log = self.log_dir / "sandbox.log"
         if sandbox_log.exists() and sandbox_log.stat().st_size == 0:
