@@ -1,11 +1,12 @@
 """run-local refuses plainly when the machine cannot run pods; helpers of the pod sandbox."""
 
+import json
 import os
 from pathlib import Path
 
 from trainjobs.tools import cli
 from trainjobs.localrun import _holder, host_problems
-from trainjobs.localrun.pods import _address
+from trainjobs.localrun.pods import Holders, _address
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,3 +67,32 @@ def test_the_holder_sets_the_pods_address_as_ip_addr_add_would():
     for link in links.splitlines():
         if ": eth0@" in link or ": lo:" in link:
             assert ",UP" in link, link
+
+
+def _read_to_eof(channel) -> bytes:
+    data = b""
+    while chunk := channel.recv(65536):
+        data += chunk
+    return data
+
+
+def test_holders_forked_by_one_process_report_each_pods_setup_error_and_end(tmp_path):
+    """Each pod's description goes to the run's one forking process with the pod's socket and log; the
+    holder it forks answers on that socket, and the socket reads EOF once the holder is gone."""
+    holders = Holders(tmp_path / "holders.log")
+    try:
+        answers = []
+        for i in range(2):
+            with open(tmp_path / f"sandbox-{i}.log", "ab") as log:
+                # A description larger than one read of the forking process's socket.
+                pid, channel = holders.fork({"netns": str(tmp_path / f"missing-{i}"), "padding": "x" * 300_000}, log)
+            with channel:
+                channel.settimeout(60)
+                answers.append((pid, _read_to_eof(channel)))
+    finally:
+        holders.close()
+    assert [json.loads(answer) for _, answer in answers] == [
+        {"error": f"FileNotFoundError: [Errno 2] No such file or directory: '{tmp_path}/missing-{i}'"} for i in range(2)]
+    assert len({pid for pid, _ in answers} | {os.getpid(), holders.process.pid}) == 4   # forked, not started here
+    assert holders.process.returncode == 0   # it ends when run-local closes its socket
+    assert not (tmp_path / "holders.log").exists()   # nothing was logged: the empty log is removed
