@@ -183,6 +183,7 @@ class Sandbox:
     containers: list[ContainerRun] = field(default_factory=list)
     _stopping: bool = False
     _gone: bool = False
+
     def config(self) -> dict:
         volumes = {}
         for name, v in self.spec.volumes.items():
