@@ -326,7 +326,9 @@ def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path
     import os
     import subprocess
 
-    result = mpi({"num_nodes": 3, "launcher_wait_timeout_seconds": 1})
+    # The script counts whole seconds (`date +%s`): with a 5 s deadline, at least 4 s are left for the first
+    # round however late in its second it starts, so each host is checked before the deadline, even when busy.
+    result = mpi({"num_nodes": 3, "launcher_wait_timeout_seconds": 5})
     wait = pod_spec(result, "pi-launcher-0")["initContainers"][0]
     (tmp_path / "hostfile").write_text(hostfile(result))
     bin_dir = tmp_path / "bin"
@@ -339,10 +341,10 @@ def test_a_failed_wait_runs_in_a_shell_and_names_every_unreachable_host(tmp_path
         (bin_dir / tool).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SSH_LOG": str(tmp_path / "ssh.log")}
     done = subprocess.run([*wait["command"][:-1], str(tmp_path / "hostfile")], env=env, capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "MPI hosts not reachable within 1s: pi-node-0-1.pi pi-node-0-2.pi",
+        "MPI hosts not reachable within 5s: pi-node-0-1.pi pi-node-0-2.pi",
         "  pi-node-0-1.pi: the name does not resolve",
         "  pi-node-0-2.pi: ssh: connect to host pi-node-0-2.pi port 22: Connection refused"]
     told = [line for line in (tmp_path / "ssh.log").read_text().splitlines() if "exit-code" in line]

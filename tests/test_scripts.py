@@ -185,9 +185,10 @@ def test_hosts_that_never_answer_fail_the_wait_at_its_deadline_naming_each(fake)
 
 def test_a_refused_key_keeps_the_first_worker_pending_with_sshds_answer(fake):
     env = {**fake.env, "SSH_DENY": workers(2)[0]}
-    done = run("wait-for-hosts", "/ctl", 2, SSH_OPTS, "job-launcher-0-0.job", fake.hostfile(workers(2)), env=env)
+    # Whole seconds (`date +%s`): at least 3 s for the first round to check the host, even on a busy machine.
+    done = run("wait-for-hosts", "/ctl", 4, SSH_OPTS, "job-launcher-0-0.job", fake.hostfile(workers(2)), env=env)
     assert done.returncode == 1
-    assert done.stderr.splitlines()[:2] == [f"MPI hosts not reachable within 2s: {workers(2)[0]}",
+    assert done.stderr.splitlines()[:2] == [f"MPI hosts not reachable within 4s: {workers(2)[0]}",
                                             f"  {workers(2)[0]}: root@{workers(2)[0]}: Permission denied (publickey)."]
 
 
