@@ -274,14 +274,6 @@ class MpiFlavor:
     launcher_env: Callable[[int, str, bool], dict[str, str]]
     """(slots, ssh options, running as root) -> the launcher's env: hostfile, slots, ssh options."""
 
-    @property
-    def ssh_env(self) -> list[str]:
-        """The names of the launcher's env variables that carry mpirun's ssh options."""
-        return [name for name, value in self.launcher_env(1, _SSH_MARK, True).items() if value == _SSH_MARK]
-
-
-_SSH_MARK = "<ssh options>"
-
 
 def _openmpi_env(slots: int, ssh: str, as_root: bool) -> dict[str, str]:
     """OpenMPI 4 (ORTE) and 5 (PRRTE) at once, so a plain mpirun uses the hostfile on both."""
@@ -395,6 +387,7 @@ class MpiFamily(Family):
         hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
 
         env = layout.flavor.launcher_env(layout.slots, layout.ssh, layout.as_root)
+        ssh_env = " ".join(name for name, value in env.items() if value == layout.ssh)  # mpirun's ssh options
         if layout.flavor.forwards_env and not passes_x([*(launcher.command or []), *(launcher.args or [])]):
             forward = forwarded_env(launcher.env)
             env[ENV_LIST] = ";".join(forward)
@@ -403,7 +396,7 @@ class MpiFamily(Family):
                                       f"would be {size} bytes, over the {MAX_ENV_STRING - 1} Linux allows one variable")
         # Both scripts read the hosts from the mounted hostfile: the launcher Job's size does not grow with them.
         launcher_command = ["/bin/sh", "-c", script("mpi-launcher"), "mpi-launcher", CONTROL_DIR, layout.ssh,
-                            HOSTFILE, layout.launcher_host, " ".join(layout.flavor.ssh_env),
+                            HOSTFILE, layout.launcher_host, ssh_env,
                             *(launcher.command or []), *(launcher.args or [])]
         launcher_container = container(
             launcher.model_copy(update={"command": launcher_command, "args": None}),

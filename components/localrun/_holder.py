@@ -392,8 +392,7 @@ def main() -> int:
         try:
             holder = os.fork()
         except OSError as exc:
-            owner.sendall(f"error: fork: {exc}\n".encode())
-            holder = None
+            holder, answer = None, f"error: fork: {exc}"
         if holder == 0:
             os.dup2(channel, 0)   # replaces this process's end of `owner`
             os.dup2(channel, 1)
@@ -406,8 +405,7 @@ def main() -> int:
             os._exit(code)
         os.close(channel)
         os.close(log)
-        if holder:
-            owner.sendall(f"{holder}\n".encode())
+        owner.sendall(f"{answer if holder is None else holder}\n".encode())
     return 0
 
 

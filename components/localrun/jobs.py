@@ -537,9 +537,9 @@ class LocalRun:
         names = {slot.ip: slot.hostname for job in self.jobs for slot in job.spec.slots}
         for job in self.jobs:
             for pod in job.active.values():
-                if not pod.sandbox.holder_pid:
+                if not pod.sandbox.pod_pid:
                     continue
-                sockets = tcp_sockets(pod.sandbox.holder_pid)
+                sockets = tcp_sockets(pod.sandbox.pod_pid)
                 listening = sorted({local[1] for state, local, _ in sockets if state == "listening"})
                 inbound, outbound = set(), set()
                 for state, local, remote in sockets:

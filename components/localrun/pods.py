@@ -177,9 +177,9 @@ class Sandbox:
     scratch: Path
     log_dir: Path
     claims: Path  # where PersistentVolumeClaims live: one shared directory per claim
-    holder: int | None = None  # the holder's PID: it waits for the pod's PID 1
+    holder_pid: int | None = None  # the holder's PID: it waits for the pod's PID 1
     channel: socket.socket | None = None
-    holder_pid: int | None = None  # the pod's PID 1, as this machine numbers it
+    pod_pid: int | None = None  # the pod's PID 1, as this machine numbers it
     containers: list[ContainerRun] = field(default_factory=list)
     _stopping: bool = False
     _gone: bool = False
@@ -225,7 +225,7 @@ class Sandbox:
         self.scratch.mkdir(parents=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / "sandbox.log", "ab") as err:
-            self.holder, self.channel = holders.fork(self.config(), err)
+            self.holder_pid, self.channel = holders.fork(self.config(), err)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
@@ -244,7 +244,7 @@ class Sandbox:
         message = json.loads(line)
         if "error" in message:
             raise SandboxError(f"the pod sandbox could not be set up: {message['error']}")
-        self.holder_pid = int(message["pid"])
+        self.pod_pid = int(message["pid"])
 
     def holder_gone(self, wait: float = 0.0) -> bool:
         """True once the holder and the pod's PID 1 have exited: their channel's end here reads EOF."""
@@ -260,7 +260,7 @@ class Sandbox:
             prefix: str) -> ContainerRun:
         """Start a container: the pod's namespaces, the container's env and working directory."""
         log_path = self.log_dir / f"{container.name}.log"
-        command = ["nsenter", "-t", str(self.holder_pid), "--net", "--mount", "--uts", "--ipc", "--pid", "--"]
+        command = ["nsenter", "-t", str(self.pod_pid), "--net", "--mount", "--uts", "--ipc", "--pid", "--"]
         if container.user:  # runAsUser/runAsGroup, fsGroup and supplementalGroups as extra groups
             user = container.user
             groups = ",".join(map(str, user.groups))
@@ -280,9 +280,9 @@ class Sandbox:
         if self._stopping or self.channel is None:
             return
         self._stopping = True
-        if self.holder_pid and not self.holder_gone():
+        if self.pod_pid and not self.holder_gone():
             try:
-                os.kill(self.holder_pid, signal.SIGTERM)
+                os.kill(self.pod_pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         try:
@@ -298,7 +298,7 @@ class Sandbox:
         """SIGKILL the pod's PID 1 (the kernel then kills every process of the pod) and its holder, by PID."""
         if self.holder_gone():
             return
-        for pid in (self.holder_pid, self.holder):
+        for pid in (self.pod_pid, self.holder_pid):
             if pid:
                 try:
                     os.kill(pid, signal.SIGKILL)
