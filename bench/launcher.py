@@ -33,6 +33,8 @@ from trainjobs.scripts import script
 
 REPO = Path(__file__).resolve().parents[1]
 BEFORE = "9003b53"   # the last commit with the sequential check (hosts passed as arguments)
+# Where the readiness check lived at BEFORE (the package moved under components/trainjobs/ since).
+SCRIPT_PATH = "components/scripts/wait-for-hosts.sh"
 HOSTS = (16, 64, 256, 1024)
 SELF = "bench-launcher-0-0.bench"
 TIMEOUT = 3600
@@ -46,7 +48,7 @@ def _free_port() -> int:
 
 def sequential_script() -> str:
     """The readiness check as of BEFORE, without its header comments (as the library passed it)."""
-    text = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE}:components/scripts/wait-for-hosts.sh"],
+    text = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE}:{SCRIPT_PATH}"],
                           capture_output=True, text=True, check=True).stdout.splitlines()
     while text and text[0].startswith("#"):
         text.pop(0)

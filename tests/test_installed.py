@@ -22,6 +22,7 @@ import pytest
 from docblocks import PAGES, blocks, clean_copy, run_tests
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "components" / "trainjobs"
 GUIDE = REPO / "docs" / "testing.md"
 # Generous bounds: each is for a step that hangs, not for a slow machine.
 BUILD_SECONDS, INSTALL_SECONDS, RUN_SECONDS = 900, 1800, 600
@@ -108,7 +109,7 @@ def installed(tmp_path_factory):
 
 
 def shell_scripts() -> list[str]:
-    return sorted(p.name for p in (REPO / "components" / "scripts").glob("*.sh"))
+    return sorted(p.name for p in (PACKAGE / "scripts").glob("*.sh"))
 
 
 def test_the_wheel_carries_every_file_the_package_reads_and_no_components_package(installed):
@@ -116,12 +117,12 @@ def test_the_wheel_carries_every_file_the_package_reads_and_no_components_packag
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.startswith("components/")]
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"trainjobs"}
-    data_files = sorted(p.relative_to(REPO / "components").as_posix() for p in (REPO / "components").rglob("*")
+    data_files = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*")
                         if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts)
     assert shell_scripts() and data_files == [f"scripts/{s}" for s in shell_scripts()]
     for data in data_files:
         assert f"trainjobs/{data}" in names
-        assert f"{sdist.name.removesuffix('.tar.gz')}/components/{data}" in tarfile.open(sdist).getnames()
+        assert f"{sdist.name.removesuffix('.tar.gz')}/components/trainjobs/{data}" in tarfile.open(sdist).getnames()
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], wheel.parent, RUN_SECONDS)
 
     listed = run([venv / "bin" / "python", "-m", "pip", "show", "-f", "trainjobs"], venv, RUN_SECONDS).stdout
@@ -134,7 +135,7 @@ def test_the_wheel_carries_every_file_the_package_reads_and_no_components_packag
 
 def test_the_version_is_the_one_the_package_defines(installed):
     _, _, venv, project = installed
-    defined = re.search(r'^__version__ = "([^"]+)"', (REPO / "components" / "__init__.py").read_text(), re.M)[1]
+    defined = re.search(r'^__version__ = "([^"]+)"', (PACKAGE / "__init__.py").read_text(), re.M)[1]
     printed = run([venv / "bin" / "trainjobs", "--version"], project, RUN_SECONDS, user_env(venv)).stdout
     assert printed.strip() == f"trainjobs {defined}"
     assert installed[0].name.startswith(f"trainjobs-{defined}-")

@@ -12,7 +12,7 @@ Lifecycle without an operator:
 - when the launcher's command ends, it tells every node pod its exit code over SSH; node pods then stop
   sshd and exit with that code, so success completes every Job and failure fails them.
 Both read the hosts from the hostfile, not from their arguments, and reach at most 32 hosts at a time
-(components/scripts/fan-out.sh), so the launcher Job's size does not depend on the host count.
+(components/trainjobs/scripts/fan-out.sh), so the launcher Job's size does not depend on the host count.
 """
 
 import enum
