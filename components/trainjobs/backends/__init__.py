@@ -7,12 +7,81 @@ instance; the core looks it up by name and knows none of them.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 from trainjobs.core.args import TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
 
-__all__ = ["Assembly", "Backend", "Workload", "backend", "controller_jobs", "replace_on_changes", "workload_kinds"]
+__all__ = ["Assembly", "Backend", "PodSet", "Workload", "backend", "controller_jobs", "is_workload", "pod_sets",
+           "replace_on_changes", "workload_kinds"]
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"   # set on every Indexed Job pod
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """Pods of one shape that a registered object makes, as its controller makes them: the one unit every
+    tool reads (render tree, requests, explain, summary, policy rules, runs, run-local), whichever backend
+    registered the object. A backend reads its own objects back into pod sets (`Backend.pod_sets`)."""
+
+    owner: Mapping[str, Any]
+    """The registered object the pods come from (a Job, a JobSet, ...)."""
+    name: str
+    """What the pods are known by: the Job that runs them (its pods' `job-name`), as its controller names it."""
+    job: Mapping[str, Any]
+    """That batch/v1 Job as the controller creates it: its spec's counts, template, failure and success rules."""
+    starts_after: tuple[str, ...] = ()
+    """Names of the pod sets that must be ready or complete before these pods are created."""
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return self.job.get("spec") or {}
+
+    @property
+    def template(self) -> Mapping[str, Any]:
+        return self.spec.get("template") or {}
+
+    @property
+    def role(self) -> str | None:
+        """The job's role these pods play (`trainjobs.io/role`), None for objects of other origins."""
+        return ((self.template.get("metadata") or {}).get("labels") or {}).get("trainjobs.io/role")
+
+    @property
+    def namespace(self) -> str | None:
+        return (self.job.get("metadata") or {}).get("namespace")
+
+    @property
+    def count(self) -> int:
+        """Pods the set runs to completion: `completions`, else `parallelism`, else 1."""
+        return _count(self.spec.get("completions"), _count(self.spec.get("parallelism")))
+
+    @property
+    def running(self) -> int:
+        """Pods running at once: `parallelism` (1 if unset), at most `count`."""
+        return min(_count(self.spec.get("parallelism")), self.count)
+
+    @property
+    def indexed(self) -> bool:
+        return self.spec.get("completionMode") == "Indexed"
+
+    def hostname(self, index: int) -> str:
+        """Pod `index`'s hostname: `<job>-<index>` for an Indexed Job, as Kubernetes names them."""
+        return f"{self.name}-{index}" if self.indexed else self.name
+
+    def pod_metadata(self, index: int) -> tuple[dict[str, str], dict[str, str]]:
+        """Pod `index`'s labels and annotations, with what the Job controller adds."""
+        meta = self.template.get("metadata") or {}
+        labels = {**(meta.get("labels") or {}), "job-name": self.name, "batch.kubernetes.io/job-name": self.name}
+        annotations = dict(meta.get("annotations") or {})
+        if self.indexed:
+            labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
+        return labels, annotations
+
+
+def _count(value: Any, default: int = 1) -> int:
+    """A count as an int: Pulumi hands numbers to policies as floats (2.0)."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
 
 
 @dataclass(frozen=True)
@@ -56,6 +125,9 @@ class Backend(Protocol):
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The Jobs a controller creates from `manifest` when it is this backend's object, else None."""
 
+    def pod_sets(self, manifest: Mapping[str, Any]) -> list[PodSet] | None:
+        """The pod sets `manifest` makes when it is this backend's object, else None."""
+
 
 def _backends() -> dict[str, Backend]:
     from . import jobs, jobset
@@ -89,3 +161,20 @@ def controller_jobs(manifests: list[dict[str, Any]] | tuple[dict[str, Any], ...]
         else:
             out.append(manifest)
     return out
+
+
+def pod_sets(manifests: Iterable[Mapping[str, Any]]) -> list[PodSet]:
+    """Every pod set the objects make, in order, read back by the backend that owns each object."""
+    found: list[PodSet] = []
+    for manifest in manifests:
+        for candidate in _backends().values():
+            read = candidate.pod_sets(manifest)
+            if read is not None:
+                found += read
+                break
+    return found
+
+
+def is_workload(manifest: Mapping[str, Any]) -> bool:
+    """Whether a backend registered `manifest` to run pods (a Job, a JobSet, ...)."""
+    return any(b.pod_sets(manifest) is not None for b in _backends().values())

@@ -4,10 +4,10 @@ Pulumi orders them: training Jobs are created once the initializer Jobs complete
 fails its Job (within its backoff limit), and nothing restarts the other roles.
 """
 
-from typing import Any
+from typing import Any, Mapping
 
 from trainjobs.core.errors import IssueCollector
-from . import Assembly, Workload
+from . import Assembly, PodSet, Workload
 
 
 class JobsBackend:
@@ -28,6 +28,11 @@ class JobsBackend:
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None   # a Job is what runs
+
+    def pod_sets(self, manifest: Mapping[str, Any]) -> list[PodSet] | None:
+        if manifest.get("apiVersion") != "batch/v1" or manifest.get("kind") != "Job":
+            return None
+        return [PodSet(manifest, (manifest.get("metadata") or {}).get("name", "?"), manifest)]
 
 
 BACKEND = JobsBackend()

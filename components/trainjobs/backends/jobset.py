@@ -17,12 +17,12 @@ API checks, per-pod views and local runs.
 """
 
 import hashlib
-from typing import Any
+from typing import Any, Mapping
 
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.naming import MAX_DNS_LABEL
 from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
-from . import Assembly, Workload
+from . import Assembly, PodSet, Workload
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -105,6 +105,15 @@ class JobSetBackend:
         if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
             return None
         return child_jobs(manifest)
+
+    def pod_sets(self, manifest: Mapping[str, Any]) -> list[PodSet] | None:
+        if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
+            return None
+        name = manifest["metadata"]["name"]
+        after = {rj["name"]: tuple(child_job_name(name, d["name"], 0) for d in rj.get("dependsOn") or ())
+                 for rj in manifest["spec"].get("replicatedJobs") or ()}
+        return [PodSet(manifest, job["metadata"]["name"], job, after[job["metadata"]["labels"][REPLICATED_JOB]])
+                for job in child_jobs(dict(manifest))]
 
 
 def _replicated(job: dict[str, Any], depends: list[dict[str, str]] | tuple) -> dict[str, Any]:
