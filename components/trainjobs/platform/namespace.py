@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainjobs.core.args import AccessMode, Model, PlatformProfile, _quantity, parse_args, resolve_input_types
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.core.naming import dns_subdomain_problem, labelled_name_problem, rfc1123_label_problem
 from trainjobs.kube import apivalidation
+from trainjobs.scheduling.kueue import QUEUE_LABEL
 
 __all__ = ["LOCAL_QUEUE_API", "TrainingNamespace", "TrainingNamespaceArgs", "TrainingNamespaceOutputs",
            "namespace_plan"]
@@ -120,6 +121,11 @@ def namespace_plan(name: str, args: TrainingNamespaceArgs) -> NamespacePlan:
     queue = None
     if args.kueue_cluster_queue:
         queue = args.local_queue_name
+        # Jobs name the LocalQueue in their queue label, and the LocalQueue names a ClusterQueue (an object name).
+        if problem := labelled_name_problem(queue):
+            issues.add("local_queue_name", f"{problem}; jobs name the LocalQueue in their {QUEUE_LABEL} label")
+        if problem := dns_subdomain_problem(args.kueue_cluster_queue):
+            issues.add("kueue_cluster_queue", f"{problem}; it is the name of a Kueue ClusterQueue")
         manifests.append({"apiVersion": LOCAL_QUEUE_API, "kind": "LocalQueue", "metadata": {"name": queue, **inside},
                           "spec": {"clusterQueue": args.kueue_cluster_queue}})
     if not issues.issues:   # a bad name would be reported again in every object's namespace
