@@ -241,3 +241,19 @@ def cluster_problems(objects: Iterable[dict[str, Any]]) -> list[str]:
             found += kueue_webhook_problems(obj)
         problems += [f"{where} {problem}" for problem in found]
     return problems
+
+
+def immutable_paths(schema: dict[str, Any], path: str = "") -> list[str]:
+    """The fields a CRD's CEL rules declare immutable (`self == oldSelf`), as dotted paths (`[]` for list
+    items): the API server refuses any update that changes them."""
+    found = []
+    if any(re.sub(r"\s+", "", rule.get("rule", "")) == "self==oldSelf"
+           for rule in schema.get("x-kubernetes-validations") or []):
+        found.append(path)
+    for name, sub in (schema.get("properties") or {}).items():
+        found += immutable_paths(sub, f"{path}.{name}" if path else name)
+    if isinstance(schema.get("items"), dict):
+        found += immutable_paths(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        found += immutable_paths(schema["additionalProperties"], f"{path}.*")
+    return found

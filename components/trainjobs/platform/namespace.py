@@ -26,6 +26,9 @@ __all__ = ["LOCAL_QUEUE_API", "TrainingNamespace", "TrainingNamespaceArgs", "Tra
            "namespace_plan"]
 
 LOCAL_QUEUE_API = "kueue.x-k8s.io/v1beta1"   # served by every Kueue release that has LocalQueues
+# Fields the CRD declares immutable (CEL `self == oldSelf`): a change must replace the object, which
+# pulumi-kubernetes cannot tell for a custom resource. A LocalQueue cannot move to another ClusterQueue.
+IMMUTABLE_FIELDS = {"LocalQueue": ("spec.clusterQueue",)}
 DATASETS, CHECKPOINTS = "datasets", "checkpoints"
 
 
@@ -171,8 +174,12 @@ class TrainingNamespace(pulumi.ComponentResource):
         for manifest in plan.manifests:
             kind, object_name = manifest["kind"], manifest["metadata"]["name"]
             keep = parsed.retain_data and kind in ("Namespace", "PersistentVolumeClaim")
+            immutable = list(IMMUTABLE_FIELDS.get(kind, ()))
+            # Replaced by deleting it first: its name is taken until then.
             child_opts = pulumi.ResourceOptions(parent=self, retain_on_delete=keep or None,
-                                                depends_on=[namespace_resource] if namespace_resource else None)
+                                                depends_on=[namespace_resource] if namespace_resource else None,
+                                                replace_on_changes=immutable or None,
+                                                delete_before_replace=bool(immutable) or None)
             if kind in _CLASSES:
                 props = {key: value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
                 props = {"image_pull_secrets" if key == "imagePullSecrets" else key: value for key, value in props.items()}
