@@ -49,6 +49,13 @@ def test_a_volcano_queue_and_priority_that_are_not_dns_subdomains_are_refused_on
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_queue_that_is_no_label_value_is_refused_once_on_queue_not_on_the_objects_label(backend):
+    issues = refused({"image": "t:1", "backend": backend, "gang_scheduler": "kueue", "queue": "team llm",
+                      "priority_class": "p" * 64})
+    assert list(issues) == ["queue", "priority_class"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_kueue_labels_are_at_most_63_characters_where_volcano_takes_a_longer_queue(backend):
     long = "q" * 64
     assert set(refused({"image": "t:1", "backend": backend, "gang_scheduler": "kueue", "queue": long})) == {"queue"}
