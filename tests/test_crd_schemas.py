@@ -212,6 +212,33 @@ def test_every_custom_resource_of_every_family_backend_and_gang_scheduler_is_acc
     assert cluster_problems(objects) == []
 
 
+# JobSet shapes beyond the families' defaults: a launcher that is also a host, a launcher that is the only
+# host (no node replicated job, no dependsOn), both initializers before a c10d torch job with an extra role.
+VARIANTS = {
+    "intelmpi-launcher-node": ("MpiTrainJob", {
+        "image": "mpi:1", "command": ["mpirun", "hostname"], "num_nodes": 2, "mpi_implementation": "IntelMPI",
+        "run_launcher_as_node": True, "namespace": "hpc"}),
+    "mpich-one-host": ("MpiTrainJob", {
+        "image": "mpi:1", "command": ["mpiexec", "hostname"], "mpi_implementation": "MPICH",
+        "run_launcher_as_node": True, "namespace": "hpc"}),
+    "torch-c10d-initializers": ("TorchTrainJob", {
+        "image": "t:1", "num_nodes": 3, "rendezvous": "c10d", "dataset_initializer": INITIALIZER,
+        "model_initializer": {"storage_uri": "hf://org/model"}, "extra_roles": {"evaluator": {"image": "e:1"}}}),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("scheduler", list(SCHEDULERS))
+def test_every_jobset_shape_is_accepted(variant, scheduler):
+    family, args = VARIANTS[variant]
+    component = getattr(trainjobs, family)
+    objects = manifests(run(lambda: component("job", {
+        **args, **SCHEDULERS[scheduler], "backend": "jobset", "gang_scheduler": scheduler,
+        "failure_policy": {"max_restarts": 1, "fatal_exit_codes": [2, 3]}})))
+    assert [o["kind"] for o in objects if is_custom_resource(o)].count("JobSet") == 1
+    assert cluster_problems(objects) == []
+
+
 def test_a_wait_for_completion_jobset_is_accepted():
     objects = manifests(run(lambda: trainjobs.TorchTrainJob("job", {
         "image": "t:1", "num_nodes": 2, "backend": "jobset", "wait_for_completion": True, "wait_timeout_seconds": 60,
