@@ -111,7 +111,7 @@ def test_a_launcher_that_is_the_only_node_waits_for_nothing_that_does_not_exist(
 def test_a_fatal_exit_code_fails_the_jobset_instead_of_restarting_it():
     js = jobset_of("torch-c10d", failure_policy={"max_restarts": 2, "fatal_exit_codes": [42]})
     assert js["spec"]["failurePolicy"] == {"maxRestarts": 2, "rules": [
-        {"name": "fatal-exit-code", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+        {"name": "fatal_exit_code", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
     (node,) = js["spec"]["replicatedJobs"]
     assert {"action": "FailJob", "onExitCodes": {"containerName": "node", "operator": "In", "values": [42]}} in \
         node["template"]["spec"]["podFailurePolicy"]["rules"]

@@ -462,3 +462,12 @@ def test_a_bad_value_found_when_an_output_resolves_is_the_same_clean_message(eng
         'TorchTrainJob "late": invalid arguments\n  - image: "Bad Image" is not an image reference: use '
         "[registry[:port]/]name[:tag][@sha256:digest] with a lowercase name (the value arrived as an Output)")
     assert "Traceback" not in provider[1].read_text()
+
+
+@pytest.mark.parametrize("backend", ["jobs", "jobset"])
+@pytest.mark.parametrize("scheduler", ["kueue", "volcano"])
+def test_a_queue_name_the_cluster_refuses_is_refused_on_queue(engine, provider, scheduler, backend):
+    error = bad(engine, provider, {"image": "img:1", "backend": backend, "gangScheduler": scheduler,
+                                   "queue": "Team_LLM"})
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [line.split(":")[0] for line in error.details().splitlines()[1:]] == ["  - queue"]

@@ -206,7 +206,7 @@ def test_a_restart_waits_for_every_pod_of_the_group_to_be_gone():
 
 
 def test_a_fatal_exit_code_fails_the_jobset_without_a_restart():
-    js = jobset(max_restarts=3, rules=[{"name": "fatal-exit-code", "action": "FailJobSet",
+    js = jobset(max_restarts=3, rules=[{"name": "fatal_exit_code", "action": "FailJobSet",
                                         "onJobFailureReasons": ["PodFailurePolicy"]}])
     node = js.jobs["node"][0]
     js.step(0.0)

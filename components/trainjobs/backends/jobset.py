@@ -33,7 +33,9 @@ RESTART_ATTEMPT = PREFIX + "restart-attempt"
 WAIT_FOR = "pulumi.com/waitFor"
 # What Pulumi waits for when the job waits for completion (pulumi-kubernetes' generic await).
 COMPLETED = "condition=Completed"
-FATAL_RULE = "fatal-exit-code"
+# The failure-policy rule a fatal exit code fires. The JobSet webhook takes rule names of letters, digits,
+# "_", "," and ":" only (no "-"): docs/backends.md.
+FATAL_RULE = "fatal_exit_code"
 # The Job condition reason Kubernetes sets when a podFailurePolicy FailJob rule fails a Job.
 POD_FAILURE_POLICY = "PodFailurePolicy"
 # Annotations that tell Pulumi how to await an object: they move from the Jobs to the JobSet.

@@ -84,6 +84,16 @@ def dns_subdomain_problem(value: str) -> str | None:
     return None
 
 
+def labelled_name_problem(value: str) -> str | None:
+    """Why `value` cannot name an object through a label (a Kueue LocalQueue in `kueue.x-k8s.io/queue-name`,
+    a WorkloadPriorityClass in `kueue.x-k8s.io/priority-class`), or None: the object's name is a DNS
+    subdomain, and the label's value at most 63 characters, so it must be both."""
+    if len(value) > MAX_DNS_LABEL or not is_dns_subdomain(value):
+        return (f'{shown(value)} is not a valid name: at most {MAX_DNS_LABEL} lowercase letters, digits, "-" and ".", '
+                "starting and ending with a letter or digit")
+    return None
+
+
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)"
 _IMAGE_REFERENCE = re.compile(
     rf"^(?:(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/)?"

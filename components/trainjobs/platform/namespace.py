@@ -18,13 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainjobs.core.args import AccessMode, Model, PlatformProfile, _quantity, parse_args, resolve_input_types
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.core.naming import dns_subdomain_problem, labelled_name_problem, rfc1123_label_problem
 from trainjobs.kube import apivalidation
+from trainjobs.scheduling.kueue import QUEUE_LABEL
 
 __all__ = ["LOCAL_QUEUE_API", "TrainingNamespace", "TrainingNamespaceArgs", "TrainingNamespaceOutputs",
            "namespace_plan"]
 
 LOCAL_QUEUE_API = "kueue.x-k8s.io/v1beta1"   # served by every Kueue release that has LocalQueues
+# Fields the CRD declares immutable (CEL `self == oldSelf`): a change must replace the object, which
+# pulumi-kubernetes cannot tell for a custom resource. A LocalQueue cannot move to another ClusterQueue.
+IMMUTABLE_FIELDS = {"LocalQueue": ("spec.clusterQueue",)}
 DATASETS, CHECKPOINTS = "datasets", "checkpoints"
 
 
@@ -120,6 +124,11 @@ def namespace_plan(name: str, args: TrainingNamespaceArgs) -> NamespacePlan:
     queue = None
     if args.kueue_cluster_queue:
         queue = args.local_queue_name
+        # Jobs name the LocalQueue in their queue label, and the LocalQueue names a ClusterQueue (an object name).
+        if problem := labelled_name_problem(queue):
+            issues.add("local_queue_name", f"{problem}; jobs name the LocalQueue in their {QUEUE_LABEL} label")
+        if problem := dns_subdomain_problem(args.kueue_cluster_queue):
+            issues.add("kueue_cluster_queue", f"{problem}; it is the name of a Kueue ClusterQueue")
         manifests.append({"apiVersion": LOCAL_QUEUE_API, "kind": "LocalQueue", "metadata": {"name": queue, **inside},
                           "spec": {"clusterQueue": args.kueue_cluster_queue}})
     if not issues.issues:   # a bad name would be reported again in every object's namespace
@@ -165,8 +174,12 @@ class TrainingNamespace(pulumi.ComponentResource):
         for manifest in plan.manifests:
             kind, object_name = manifest["kind"], manifest["metadata"]["name"]
             keep = parsed.retain_data and kind in ("Namespace", "PersistentVolumeClaim")
+            immutable = list(IMMUTABLE_FIELDS.get(kind, ()))
+            # Replaced by deleting it first: its name is taken until then.
             child_opts = pulumi.ResourceOptions(parent=self, retain_on_delete=keep or None,
-                                                depends_on=[namespace_resource] if namespace_resource else None)
+                                                depends_on=[namespace_resource] if namespace_resource else None,
+                                                replace_on_changes=immutable or None,
+                                                delete_before_replace=bool(immutable) or None)
             if kind in _CLASSES:
                 props = {key: value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
                 props = {"image_pull_secrets" if key == "imagePullSecrets" else key: value for key, value in props.items()}

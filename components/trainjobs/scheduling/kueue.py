@@ -13,6 +13,7 @@ Pulumi is told to ignore it, so a `pulumi up` after admission or re-queueing cha
 
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.errors import IssueCollector
+from trainjobs.core.naming import labelled_name_problem
 from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -26,6 +27,15 @@ class Kueue(GangScheduler):
         if not args.queue:
             issues.add("queue", 'Kueue admits a job from a LocalQueue: set queue to its name (e.g. "default" where '
                                 "the namespace has a default LocalQueue)")
+        # Kueue's webhook refuses a queue label that is not a DNS subdomain; both labels name objects
+        # (a LocalQueue, a WorkloadPriorityClass), so they must also be valid names and label values.
+        for field_name, label, names in (("queue", QUEUE_LABEL, "the namespace's LocalQueue"),
+                                         ("priority_class", PRIORITY_LABEL, "a WorkloadPriorityClass")):
+            value = getattr(args, field_name)
+            problem = labelled_name_problem(value) if value else None
+            if problem:
+                issues.add(field_name, f"{problem}; Kueue reads it from the label {label}, which must name "
+                                       f"{names}: use that object's name")
         if args.suspend is not None:
             issues.add("suspend", "Kueue suspends and resumes the Jobs it admits: remove suspend (the job waits "
                                   "in its queue until admitted)")
@@ -38,10 +48,11 @@ class Kueue(GangScheduler):
             gang.issues.add("gang_scheduler", f"Kueue admits each batch/v1 Job on its own, so the Jobs {names}, whose "
                                               "pods must run together, would be admitted separately: set backend "
                                               '"jobset" (one JobSet, admitted as one Workload)')
-        if not args.queue:
+        refused = {issue.field for issue in gang.issues.issues}
+        if not args.queue or "queue" in refused:
             return   # reported by check
         labels = {QUEUE_LABEL: args.queue}
-        if args.priority_class:
+        if args.priority_class and "priority_class" not in refused:
             labels[PRIORITY_LABEL] = args.priority_class
         for obj in scheduled.manifests:
             if obj["kind"] in ("Job", "JobSet"):

@@ -6,6 +6,9 @@ extra roles) keep Volcano as their scheduler and name the queue, so Volcano give
 a group of its own in that queue.
 """
 
+from trainjobs.core.args import TrainJobArgs
+from trainjobs.core.errors import IssueCollector
+from trainjobs.core.naming import dns_subdomain_problem
 from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
@@ -16,6 +19,15 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 
 class Volcano(GangScheduler):
+    def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
+        # The PodGroup CRD's pattern on spec.queue, and the name of a PriorityClass: DNS subdomains.
+        for field_name, names in (("queue", "a Volcano Queue (the PodGroup's spec.queue)"),
+                                  ("priority_class", "a PriorityClass (the PodGroup's spec.priorityClassName)")):
+            value = getattr(args, field_name)
+            problem = dns_subdomain_problem(value) if value else None
+            if problem:
+                issues.add(field_name, f"{problem}; it names {names}: use that object's name")
+
     def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
         args = gang.args
         spec: dict = {"minMember": gang.min_member()}
