@@ -111,9 +111,20 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+# The distribution that carries Kubeflow's API models, which only `trainjobs import` reads.
+IMPORT_MODELS = "kubeflow_trainer_api"
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    from trainjobs.tools import importer   # imported here: only this command reads Kubeflow's API models
-    from trainjobs.tools.importer import emit
+    try:   # imported here: only this command reads Kubeflow's API models
+        from trainjobs.tools import importer
+        from trainjobs.tools.importer import emit
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != IMPORT_MODELS:
+            raise
+        print("error: trainjobs import reads manifests with Kubeflow's API models, which are not installed: "
+              "pip install 'trainjobs[import]'", file=sys.stderr)
+        return 2
 
     try:
         imported = importer.import_files(args.files, allow_dropped=args.allow_dropped, namespace=args.namespace)
