@@ -61,7 +61,8 @@ def test_a_directory_without_main(capsys, tmp_path):
 def test_a_program_outside_any_project(capsys, tmp_path):
     (tmp_path / "main.py").write_text("")
     err = fails(capsys, tmp_path, str(tmp_path / "main.py"))
-    assert err == f"error: no Pulumi.yaml found above {tmp_path}/main.py\n"
+    assert err == (f"error: no Pulumi.yaml in {tmp_path} or above: the program is run as a Pulumi project; create one "
+                   "there (`name: <project>` and `runtime: python`)\n")
 
 
 @pytest.mark.parametrize("pair, message", [

@@ -413,7 +413,8 @@ def find_project(program: Path) -> Path:
     for directory in [program.parent, *program.parent.parents]:
         if (directory / "Pulumi.yaml").is_file():
             return directory
-    raise FileNotFoundError(f"no Pulumi.yaml found above {program}")
+    raise FileNotFoundError(f"no Pulumi.yaml in {program.parent} or above: the program is run as a Pulumi project; "
+                            "create one there (`name: <project>` and `runtime: python`)")
 
 
 ENCRYPTED = "<encrypted in the stack file; not decrypted offline>"
