@@ -11,7 +11,7 @@ import pulumi
 from trainjobs import __version__
 from trainjobs.tools import render
 from trainjobs.tools.summary import SUMMARY_FILE
-from trainjobs.core.errors import TrainJobError
+from trainjobs.core.errors import TrainJobError, TrainJobErrors
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 from trainjobs.tools.engine import run_program
 
@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (TrainJobError, ConfigError, pulumi.RunError, FileExistsError, FileNotFoundError) as exc:
         # pulumi.RunError (ConfigMissingError, ConfigTypeError, ...) is how a program stops with a message.
-        print(f"error: {exc}", file=sys.stderr)
+        for error in exc.errors if isinstance(exc, TrainJobErrors) else (exc,):   # every refused job
+            print(f"error: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:   # the reader stopped early (`explain ... | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
