@@ -61,7 +61,8 @@ def test_a_directory_without_main(capsys, tmp_path):
 def test_a_program_outside_any_project(capsys, tmp_path):
     (tmp_path / "main.py").write_text("")
     err = fails(capsys, tmp_path, str(tmp_path / "main.py"))
-    assert err == f"error: no Pulumi.yaml found above {tmp_path}/main.py\n"
+    assert err == (f"error: no Pulumi.yaml in {tmp_path} or above: the program is run as a Pulumi project; create one "
+                   "there (`name: <project>` and `runtime: python`)\n")
 
 
 @pytest.mark.parametrize("pair, message", [
@@ -286,3 +287,19 @@ def test_explain_into_a_closed_pipe_ends_quietly(project):
     first = reader.stdout.read()
     reader.wait(timeout=60)
     assert writer.returncode == 0 and "Traceback" not in writer.stderr and first.strip()
+
+
+def test_every_bad_job_of_a_program_is_reported_in_one_run_and_nothing_is_written(capsys, tmp_path):
+    """A program with three bad jobs and a good one: one render names all three jobs' problems."""
+    jobs = ('jobs=[{kind: TorchTrainJob, name: a, num_nodes: 0}, {kind: JaxTrainJob, name: b, shm_size: "-1Gi"}, '
+            '{kind: TorchTrainJob, name: ok}, '
+            '{kind: MpiTrainJob, name: c, image: "mpi:1", command: [mpirun, x], backoff_limit: -1}]')
+    err = fails(capsys, tmp_path, str(ROOT / "stacks" / "__main__.py"), "--stack", "corpus", "--config", jobs)
+    assert err.splitlines() == [
+        'error: TorchTrainJob "a": invalid arguments',
+        "  - num_nodes: Input should be greater than or equal to 1 (got 0)",
+        'error: JaxTrainJob "b": invalid arguments',
+        """  - shm_size: '-1Gi' is negative: give a size such as "16Gi", or "0" for no /dev/shm""",
+        'error: MpiTrainJob "c": invalid arguments',
+        "  - backoff_limit: Input should be greater than or equal to 0 (got -1)",
+    ]

@@ -75,7 +75,7 @@ def test_per_index_retries_for_torch_with_c10d():
 
 @pytest.mark.parametrize("component, args, reason", [
     (TorchTrainJob, {"image": "img:1"}, "with the static rendezvous each pod's rank and the world are fixed"),
-    (TorchTrainJob, {"image": "img:1", "torchrun": False, "rendezvous": "c10d"}, "with torchrun: false"),
+    (TorchTrainJob, {"image": "img:1", "torchrun": False}, "with torchrun: false"),
     (MpiTrainJob, {"image": "mpi:1", "command": ["mpirun", "pi"]}, "mpirun on the launcher starts every rank once"),
     (JaxTrainJob, {"image": "jax:1"}, "jax.distributed.initialize fixes the number of processes"),
     (XGBoostTrainJob, {"image": "xgb:1"}, "the tracker on rank 0 assigns every worker its rank once"),

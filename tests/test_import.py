@@ -522,3 +522,46 @@ def test_every_mpi_implementation_and_the_launcher_as_worker(tmp_path, implement
     if launcher_as_worker:
         assert lines[-1].split()[0].split(":")[0].startswith("pi-launcher-0-0")
         assert any(n.path == "spec.runLauncherAsWorker" for n in job.findings.notes)
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not a text file (not UTF-8)"),
+    (b"# " + b"x" * (10 * 2**20), "larger than 10 MiB"),
+])
+def test_a_file_that_is_no_manifest_gives_one_error_line(capsys, tmp_path, content, says):
+    (tmp_path / "job.yaml").write_bytes(content)
+    assert main(["import", str(tmp_path / "job.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [f"error: {tmp_path / 'job.yaml'}: {says}; give the YAML file of the job"]
+
+
+def test_an_unreadable_file_gives_one_error_line(capsys, tmp_path):
+    assert main(["import", str(tmp_path)]) == 2   # a directory: read() fails
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {tmp_path}: cannot read it: ")
+
+
+def test_without_the_import_extra_the_command_says_what_to_install(tmp_path):
+    """Kubeflow's API models come with the `import` extra; without them the command says so in one line."""
+    blocked = ("import sys; sys.modules['kubeflow_trainer_api'] = None; from trainjobs.tools.cli import main; "
+               f"sys.exit(main(['import', {str(IMPORTS / 'kubeflow-kueue.yaml')!r}]))")
+    done = __import__("subprocess").run([__import__("sys").executable, "-c", blocked], capture_output=True, text=True,
+                                        timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == ["error: trainjobs import reads manifests with Kubeflow's API models, which are "
+                                        "not installed: pip install 'trainjobs[import]'"]
+
+
+def test_a_missing_namespace_names_the_flag_that_gives_it(capsys, tmp_path):
+    """Intel MPI reaches the launcher by its short hostname, so the job needs a namespace; a source applied with
+    `kubectl apply -n` has none, and the import's flag gives it."""
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["mpiImplementation"] = "Intel"
+    mpijob["metadata"].pop("namespace", None)
+    (tmp_path / "pi.yaml").write_text(yaml.safe_dump(mpijob))
+    assert main(["import", str(tmp_path / "pi.yaml")]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "namespace" in x]
+    assert line.endswith("(the source names no namespace: pass it as --namespace NAME, or set the source's "
+                         "metadata.namespace)")
+    assert main(["import", "--namespace", "hpc", str(tmp_path / "pi.yaml")]) == 0

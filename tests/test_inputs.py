@@ -105,7 +105,8 @@ def test_typed_args_mistakes_give_the_dict_forms_message():
     error, _ = attempt(lambda: TorchTrainJob("llm", {"image": "x:1", "num_node": 2}))
     assert typed.value.issues == error.issues
     assert str(typed.value.issues[0]) == 'num_node: unknown argument "num_node"; did you mean "num_nodes"?'
-    assert str(typed.value).startswith("TorchTrainJobArgs: invalid arguments")
+    # An Args object has no job name yet: the error names where the program wrote it.
+    assert str(typed.value).startswith(f"TorchTrainJobArgs ({__file__}:104): invalid arguments")
     with pytest.raises(TrainJobError) as typed:
         MpiTrainJobArgs(num_nodes=0)
     error, _ = attempt(lambda: MpiTrainJob("pi", {"num_nodes": 0}))

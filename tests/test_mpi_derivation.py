@@ -61,6 +61,16 @@ def test_slots_default_to_gpu_count_when_one():
     assert hostfile(result) == "pi-node-0-0.pi slots=1\npi-node-0-1.pi slots=1\n"
 
 
+
+@pytest.mark.parametrize("gpus, slots", [(4, 4), (0, 1)])
+def test_auto_slots_are_derived_as_when_unset(gpus, slots):
+    """"auto", as a torch job takes it: the GPU count where a node has several, else the runtime's 1."""
+    resources = {"resources_per_node": {"limits": {"nvidia.com/gpu": gpus}}} if gpus else {}
+    auto = mpi({"num_nodes": 2, "num_proc_per_node": "auto", **resources})
+    assert hostfile(auto) == hostfile(mpi({"num_nodes": 2, **resources})) == (
+        f"pi-node-0-0.pi slots={slots}\npi-node-0-1.pi slots={slots}\n")
+
+
 def test_openmpi_launcher_env_has_orte_and_prrte_names():
     result = mpi({"num_nodes": 2, "num_proc_per_node": 2, "env": {"OMP_NUM_THREADS": "1"}})
     launcher = pod_spec(result, "pi-launcher-0")["containers"][0]

@@ -160,6 +160,8 @@ def test_a_namespace_without_retained_data_and_its_errors():
 
 
 PROGRAM = __import__("pathlib").Path(__file__).resolve().parents[1] / "stacks" / "__main__.py"
+# Where the program builds its profile: typed arguments name the line that wrote them.
+PROFILE_LINE = PROGRAM.read_text().splitlines().index("    return trainjobs.PlatformProfile(**profile)") + 1
 
 
 def test_the_example_stacks_profile_reaches_every_job_and_a_job_may_bring_its_own():
@@ -174,7 +176,8 @@ def test_the_example_stacks_profile_reaches_every_job_and_a_job_may_bring_its_ow
 
 
 @pytest.mark.parametrize("profile, message", [
-    ({"tolerations": "all"}, "PlatformProfile: invalid arguments\n  - tolerations: Input should be a valid list"),
+    ({"tolerations": "all"}, f"PlatformProfile ({PROGRAM}:{PROFILE_LINE}): invalid arguments\n  - tolerations: Input "
+                             "should be a valid list"),
     (["gpu"], "trainjobs-examples:profile: must be a mapping of job arguments every job inherits; got a list"),
 ])
 def test_a_bad_stack_profile_is_reported_once_before_any_job(profile, message):

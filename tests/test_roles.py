@@ -115,7 +115,8 @@ def test_env_injection_target_must_exist():
 def test_initializers_objects_env_and_ordering():
     result = run(lambda: TorchTrainJob("ft", {"num_nodes": 2, **INIT}))
     pvc = result.get("PersistentVolumeClaim", "ft-initializer").manifest
-    assert pvc["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}
+    # Two training pods, on different nodes, mount it at once.
+    assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "20Gi"}}}
     markers = []
     for role, uri in (("dataset-initializer", "hf://tatsu-lab/alpaca"),
                       ("model-initializer", "hf://meta-llama/Llama-3.2-1B-Instruct")):
@@ -187,3 +188,10 @@ def test_every_training_job_waits_for_the_initializers_and_extra_roles_do_not():
     assert initializer.urn not in result.get("Job", "pi-tensorboard-0").dependencies
     tensorboard = pod(result, "pi-tensorboard-0")
     assert "initContainers" not in tensorboard and "volumes" not in tensorboard
+
+
+@pytest.mark.parametrize("args, mode", [({"num_nodes": 1}, "ReadWriteOnce"), ({"num_nodes": 3}, "ReadWriteMany"),
+                                        ({"num_nodes": 3, "workspace_access_mode": "ReadWriteOnce"}, "ReadWriteOnce")])
+def test_the_workspace_is_shared_across_nodes_when_several_pods_train(args, mode):
+    result = run(lambda: TorchTrainJob("ft", {**args, **INIT}))
+    assert result.get("PersistentVolumeClaim", "ft-initializer").manifest["spec"]["accessModes"] == [mode]

@@ -42,4 +42,5 @@ def test_a_declared_fatal_exit_code_fails_the_job_at_once(tmp_path):
     assert "failed with exit code 42 matching FailJob rule" in job["reason"]
     # backoff_limit 3 would have retried it: the fatal code ended the job with its first attempt.
     assert [(p["hostname"], p["exit_code"]) for p in run.pods() if p["phase"] == "Failed"] == [("fatal-node-0-1", 42)]
+    assert (job["failed_pods"], job["ignored_failed_pods"]) == (1, 0)   # counted, as the Job's status.failed
     assert len(run.pods()) == 2

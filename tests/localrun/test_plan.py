@@ -138,3 +138,33 @@ def test_security_context_sets_the_user_groups_and_home_and_fs_group_owns_the_vo
     job = select(plain).jobs[0]
     root = pod_spec(job, job.slots[0], ObjectIndex(plain), suffix="abcde")
     assert all(c.user is None for c in root.containers) and root.fs_group is None
+
+
+def fake_mpirun(directory: Path, version: str) -> Path:
+    """An `mpirun` that answers `--version` as an implementation's does (its first line)."""
+    directory.mkdir()
+    program = directory / "mpirun"
+    program.write_text(f"#!/bin/sh\necho '{version}'\n")
+    program.chmod(0o755)
+    return program
+
+
+@pytest.mark.parametrize("implementation, wanted", [("IntelMPI", "Intel MPI"), ("MPICH", "MPICH")])
+def test_a_launcher_for_another_mpi_than_this_machines_mpirun_is_named(tmp_path, implementation, wanted):
+    open_mpi = fake_mpirun(tmp_path / "ompi", "mpirun (Open MPI) 4.1.4")
+    intel = fake_mpirun(tmp_path / "impi", "Intel(R) MPI Library for Linux* OS, Version 2021.18.1")
+
+    def rendered(path: Path) -> list[dict]:
+        from trainjobs import MpiTrainJob
+        return kubernetes_objects(run(lambda: MpiTrainJob("pi", {
+            "num_nodes": 2, "namespace": "hpc", "mpi_implementation": implementation, "image": "mpi:1",
+            "command": ["mpirun", "hostname"],
+            "env": [{"name": "PATH", "value": f"{path.parent}:/usr/bin:/bin"}]})), redact=False)
+
+    [warning] = [w for w in select(rendered(open_mpi)).warnings if "set up for" in w]
+    assert warning == (f"Job pi-launcher-0 is set up for {wanted} (its launcher's env), but mpirun here is Open MPI's "
+                       f"({open_mpi}), which reads none of that env: put {wanted}'s bin directory first on PATH to run "
+                       "it as the cluster would")
+    matching = [w for w in select(rendered(intel)).warnings if "set up for" in w]
+    assert matching == ([] if implementation == "IntelMPI" else [warning.replace(f"Open MPI's ({open_mpi})",
+                                                                              f"Intel MPI's ({intel})")])

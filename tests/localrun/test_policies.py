@@ -92,6 +92,7 @@ def test_a_fatal_exit_code_fails_the_job_at_once_whatever_the_backoff_limit():
     assert run.state == "Failed" and run.failure_reason == "PodFailurePolicy"
     assert run.reason == ("PodFailurePolicy: Container node for pod p-0 failed with exit code 42 matching FailJob "
                           "rule at index 1")
+    assert (run.failures, run.ignored_failures) == (1, 0)   # the Job's status.failed counts the pod
     assert pods[1].phase == "Stopped" and run.due(30.0) == []
 
 

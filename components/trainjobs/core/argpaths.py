@@ -107,6 +107,8 @@ def _argument(problem: Problem, manifest: dict[str, Any], sources: Sources, obje
             return "active_deadline_seconds"
         case ("spec", "ttlSecondsAfterFinished"):
             return "ttl_seconds_after_finished"
+        case ("spec", "maxFailedIndexes"):
+            return "failure_policy.max_failed_indexes"
         case ("spec", "completions" | "parallelism"):
             return source.count
         case ("spec", "template", "metadata", "labels", key):

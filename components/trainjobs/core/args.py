@@ -18,6 +18,7 @@ what env is derived, stay plain, because that has to be known at preview.
 import difflib
 import enum
 import re
+import traceback
 import types
 import typing
 from typing import Any, Optional, Union
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
+from trainjobs.kube.spread import spread_problems
 
 DEFAULT_SHM_SIZE = "1Gi"
 # The gang scheduler integrations, each a module of trainjobs.scheduling.
@@ -81,6 +83,19 @@ def _is_int(annotation: Any) -> bool:
                                   and int in typing.get_args(annotation))
 
 
+def _is_int_list(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is list:
+        return typing.get_args(annotation) == (int,)
+    return typing.get_origin(annotation) in (Union, types.UnionType) and any(
+        _is_int_list(arg) for arg in typing.get_args(annotation))
+
+
+def _boolean_for_number(value: bool) -> str:
+    """A boolean is never read as a number (pydantic would read true as 1)."""
+    return (f"expected an integer, got the boolean {str(value).lower()} (YAML 1.1 reads yes/no/on/off as booleans): "
+            "write a number")
+
+
 class MappingKeyError(ValueError):
     """A problem with one key of a mapping argument: the error's path names the key."""
 
@@ -103,7 +118,19 @@ class Model(BaseModel):
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            raise TrainJobError(type(self).__name__, None, validation_issues(type(self), exc)) from None
+            raise TrainJobError(f"{type(self).__name__} ({_written_at()})", None,
+                                validation_issues(type(self), exc)) from None
+
+    @classmethod
+    def unknown_hint(cls, key: str) -> str | None:
+        """Where a setting that is none of this model's arguments belongs, when the model knows; None lists the
+        arguments instead."""
+        return None
+
+    @classmethod
+    def defaults_apply(cls) -> bool:
+        """Whether an unset field takes its default (the reference documents the defaults where they apply)."""
+        return True
 
     # Only the keyword constructor converts errors: validation of a dict, or of a nested model, must keep
     # pydantic's error locations so the whole path is named. (Marks the method as pydantic's own __init__.)
@@ -133,9 +160,23 @@ class Model(BaseModel):
                     inner := _deferred_inside(value)) is not None:
                 raise MappingKeyError(f"{key}{inner}", _PLAIN_ONLY)
             elif isinstance(value, bool) and _is_int(field.annotation):
-                raise MappingKeyError(key, f"expected an integer, got the boolean {str(value).lower()} (YAML 1.1 "
-                                           "reads yes/no/on/off as booleans): write a number")
+                raise MappingKeyError(key, _boolean_for_number(value))
+            elif isinstance(value, list) and _is_int_list(field.annotation):
+                for i, item in enumerate(value):
+                    if isinstance(item, bool):
+                        raise MappingKeyError(f"{key}[{i}]", _boolean_for_number(item))
         return cleaned
+
+
+def _written_at() -> str:
+    """`file:line` of the user's code that constructed the arguments: with several jobs in a program, an
+    Args object does not know its job's name yet, so the error names where it was written."""
+    package = __name__.split(".")[0]
+    for frame in traceback.extract_stack()[::-1]:
+        module = frame.filename.replace("\\", "/")
+        if f"/{package}/" not in module and "/pydantic/" not in module and "<frozen" not in module:
+            return f"{frame.filename}:{frame.lineno}"
+    return "?"
 
 
 def resolve_input_types(*models: type[BaseModel]) -> None:
@@ -150,6 +191,21 @@ def _quantity(value: Any, key: str | None = None) -> str:
         parse_quantity(value)
     except QuantityError as exc:
         raise (ValueError(str(exc)) if key is None else MappingKeyError(key, str(exc))) from None
+    return normalize_quantity(value)
+
+
+# The smallest /dev/shm that is a size and not a slip: a number without a unit is bytes.
+MIN_SHM_BYTES = 2**20
+
+
+def shm_size(value: Any) -> str:
+    """A /dev/shm size: "0" (none), or a memory quantity of at least 1Mi."""
+    size = parse_quantity(_quantity(value))
+    if size < 0:
+        raise ValueError(f'{value!r} is negative: give a size such as "16Gi", or "0" for no /dev/shm')
+    if 0 < size < MIN_SHM_BYTES:
+        raise ValueError(f'{value!r} is {size} bytes, too small for /dev/shm: give a unit (e.g. "16Gi"), or "0" for '
+                         "no /dev/shm")
     return normalize_quantity(value)
 
 
@@ -213,6 +269,11 @@ class Resources(Model):
     limits: Optional[dict[str, str]] = Field(default_factory=dict)
     """Limits, e.g. `{"nvidia.com/gpu": "8"}`. Device resources given on one side are set on both."""
 
+    @classmethod
+    def unknown_hint(cls, key: str) -> str | None:
+        return (f'resources are given as requests or limits: {{"requests": {{"{key}": ...}}}} or '
+                f'{{"limits": {{"{key}": ...}}}}')
+
     @field_validator("requests", "limits", mode="before")
     @classmethod
     def _quantities(cls, value: Any) -> Any:
@@ -250,7 +311,9 @@ class _PodFields(Model):
     affinity: Optional[dict[str, Any]] = None
     """Kubernetes affinity, passed through."""
     topology_spread_constraints: Optional[list[dict[str, Any]]] = None
-    """Kubernetes topologySpreadConstraints of the pods (e.g. spread ranks over zones or racks), passed through."""
+    """Kubernetes topologySpreadConstraints of the pods (e.g. spread ranks over zones or racks), in camelCase,
+    checked as the API server checks them (maxSkew, topologyKey and whenUnsatisfiable required, one constraint
+    per topologyKey and whenUnsatisfiable, minDomains only with DoNotSchedule)."""
     host_network: Optional[bool] = None
     """Pods use their node's network (for fabrics reachable only from the host). The pods then get
     dnsPolicy ClusterFirstWithHostNet, so they still resolve each other's names, and every container port
@@ -266,8 +329,9 @@ class _PodFields(Model):
     container_security_context: Optional[dict[str, Any]] = None
     """Security context of the main container (and the library's helper containers). Plain, as above."""
     shm_size: Optional[str] = None
-    """Size of the memory-backed `/dev/shm` volume (it counts against the pod's memory); "0" disables it,
-    a user mount at /dev/shm replaces it. Default: "1Gi"."""
+    """Size of the memory-backed `/dev/shm` volume (it counts against the pod's memory): a memory quantity of at
+    least 1Mi (a number without a unit is bytes, so it is refused), or "0" to disable it; a user mount at
+    /dev/shm replaces it. Default: "1Gi"."""
     pod_labels: Optional[dict[str, pulumi.Input[str]]] = None
     """Labels of the pod templates only (e.g. for a service mesh)."""
     pod_annotations: Optional[dict[str, pulumi.Input[str]]] = None
@@ -296,7 +360,16 @@ class _PodFields(Model):
     @field_validator("shm_size", mode="before")
     @classmethod
     def _shm_quantity(cls, value: Any) -> Any:
-        return None if value is None else _quantity(value)
+        return None if value is None else shm_size(value)
+
+    @field_validator("topology_spread_constraints", mode="before")
+    @classmethod
+    def _spread(cls, value: Any) -> Any:
+        """Every pod of the job carries them: what the API server refuses would refuse every pod."""
+        if value is not None and not is_deferred(value):
+            for path, message in spread_problems(value)[:1]:
+                raise MappingKeyError(path, message)
+        return value
 
 
 class PodTemplate(_PodFields):
@@ -384,9 +457,14 @@ class FailurePolicy(Model):
             raise ValueError(f"{duplicate} is listed twice; give each exit code once")
         return sorted(codes)
 
+    def fatal_and_retriable(self) -> list[int]:
+        """Exit codes given as both: an exit code is either fatal or retriable (also checked once a profile's
+        policy and a job's are merged, where each alone may be valid)."""
+        return sorted(set(self.fatal_exit_codes or ()) & set(self.retriable_exit_codes or ()))
+
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> "FailurePolicy":
-        both = sorted(set(self.fatal_exit_codes or ()) & set(self.retriable_exit_codes or ()))
+        both = self.fatal_and_retriable()
         if both:
             raise MappingKeyError("retriable_exit_codes", f"{', '.join(map(str, both))} also in fatal_exit_codes; "
                                                           "an exit code is either fatal or retriable")
@@ -441,8 +519,9 @@ class CommonArgs(_PodFields):
     Default: a new PVC `N-initializer` when initializers exist."""
     workspace_size: Optional[str] = "20Gi"
     """Storage request of the workspace PVC."""
-    workspace_access_mode: Optional[AccessMode] = AccessMode.READ_WRITE_ONCE.value
-    """Access mode of the workspace PVC; training pods on several nodes need ReadWriteMany."""
+    workspace_access_mode: Optional[AccessMode] = None
+    """Access mode of the workspace PVC. Default: ReadWriteMany when the job has several training pods (pods on
+    different nodes mount it at once), else ReadWriteOnce."""
     workspace_storage_class: Optional[pulumi.Input[str]] = None
     """Storage class of the workspace PVC. Default: the cluster's."""
     initializer_timeout_seconds: Optional[int] = Field(default=3600, ge=1, le=INT32_MAX)
@@ -517,10 +596,23 @@ class PlatformProfile(CommonArgs):
     (resources, failure policy, initializers, extra roles) field by field; any other value, lists
     included, is replaced by the job's."""
 
+    @classmethod
+    def defaults_apply(cls) -> bool:
+        """A profile's fields have no defaults of their own: only the values it gives apply to a job."""
+        return False
+
 
 class TrainJobArgs(CommonArgs):
     """Arguments every training job accepts; each family adds its own. Pod settings override the runtime's
     template of the training pods."""
+
+    @classmethod
+    def unknown_hint(cls, key: str) -> str | None:
+        """A setting of the training program is none of the job's arguments: it reaches the program as
+        command-line arguments, env, or a file."""
+        return (f"the job's arguments describe its pods; a setting of your training program goes to it in args "
+                f"(e.g. --{key.replace('_', '-')}), env, or a config file it reads (mounted with volumes); "
+                f"known arguments: {', '.join(cls.model_fields)}")
 
     profile: Optional[PlatformProfile] = None
     """The platform's defaults for this job (see PlatformProfile); the job's own arguments override them."""
@@ -584,12 +676,14 @@ def validation_issues(model: type[BaseModel], exc: pydantic.ValidationError) -> 
         path, owner = _field_path(model, error["loc"])
         cause = (error.get("ctx") or {}).get("error")
         if isinstance(cause, MappingKeyError):
-            path = f"{path}.{cause.key}" if path else cause.key
+            path = f"{path}{'' if cause.key.startswith('[') else '.'}{cause.key}" if path else cause.key
         if error["type"] == "extra_forbidden":
-            unknown = path.rpartition(".")[2]
+            unknown = str(error["loc"][-1])   # a key may hold dots itself (nvidia.com/gpu)
             known = list(owner.model_fields) if owner else []
             close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
-            hint = f'; did you mean "{close[0]}"?' if close else f"; known arguments: {', '.join(known)}"
+            elsewhere = owner.unknown_hint(unknown) if owner is not None and issubclass(owner, Model) else None
+            hint = (f'; did you mean "{close[0]}"?' if close else f"; {elsewhere}" if elsewhere
+                    else f"; known arguments: {', '.join(known)}")
             message = f'unknown argument "{unknown}"{hint}'
         else:
             message = error["msg"].removeprefix("Value error, ")

@@ -13,7 +13,7 @@ from trainjobs.backends import replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
-from trainjobs.core.errors import Issue, TrainJobError
+from trainjobs.core.errors import Issue, TrainJobError, refused
 from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.family import Family
 from trainjobs.core.naming import argument_value_problem
@@ -61,12 +61,18 @@ class TrainJobComponent(pulumi.ComponentResource):
         if not isinstance(name, str):
             raise TrainJobError(component, repr(name), [Issue("name", f"must be a string, got {type(name).__name__}: "
                                                                       "the job name names its Service, Jobs and pods")])
-        parsed = parse_args(component, name, self.args_type, args)
-        deferred = _holds_deferred(args)
-        if deferred:
-            parsed = _checked_when_resolved(component, name, parsed)
-        plan = derive(self.family, name, parsed)
-        _claim_names(component, name, plan)
+        try:
+            parsed = parse_args(component, name, self.args_type, args)
+            deferred = _holds_deferred(args)
+            if deferred:
+                parsed = _checked_when_resolved(component, name, parsed)
+            plan = derive(self.family, name, parsed)
+            _claim_names(component, name, plan)
+        except TrainJobError as error:
+            if refused(error):   # an offline run goes on to report the program's other jobs too
+                self.refusal = error
+                return
+            raise
         # Named as its objects are, so two runs of one job are two components side by side.
         super().__init__(f"{PACKAGE}:index:{component}", plan.name, None, opts)
         self.args = parsed
@@ -113,9 +119,10 @@ class TrainJobComponent(pulumi.ComponentResource):
         """An output attribute (`job.master_addr`) becomes an Output when first read: most programs read
         few of them, and an Output per value per job is a measurable part of registering many jobs."""
         plan = self.__dict__.get("plan")
-        if plan is None or attribute not in self.outputs_type.model_fields:
+        if attribute not in self.outputs_type.model_fields or (plan is None and "refusal" not in self.__dict__):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {attribute!r}")
-        output = pulumi.Output.from_input(getattr(plan.outputs, attribute))
+        # A refused job (while an offline run collects every refusal) has no values; the program goes on.
+        output = pulumi.Output.from_input(None if plan is None else getattr(plan.outputs, attribute))
         setattr(self, attribute, output)
         return output
 

@@ -1,7 +1,9 @@
 """Validation errors raised before any resource registers."""
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 SHOWN_CHARACTERS = 64
 
@@ -16,7 +18,7 @@ def shown(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
 
 from pulumi.errors import RunError
 
-__all__ = ["Issue", "IssueCollector", "TrainJobError", "shown"]
+__all__ = ["Issue", "IssueCollector", "TrainJobError", "TrainJobErrors", "collecting_errors", "shown"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +61,36 @@ class IssueCollector:
     def raise_if_any(self, component: str, name: str) -> None:
         if self.issues:
             raise TrainJobError(component, name, self.issues)
+
+
+class TrainJobErrors(ValueError, RunError):
+    """Several jobs of one program refused: each job's TrainJobError, in the order the program made them."""
+
+    def __init__(self, errors: list[TrainJobError]):
+        self.errors = tuple(errors)
+        super().__init__("\n".join(str(error) for error in self.errors))
+
+
+# While set, a job refused by its arguments is recorded here instead of stopping the program, so an offline
+# run reports every bad job at once; nothing of those jobs registers.
+_COLLECTED: ContextVar[list[TrainJobError] | None] = ContextVar("trainjobs_collected_errors", default=None)
+
+
+@contextmanager
+def collecting_errors() -> Iterator[list[TrainJobError]]:
+    """Within the block, components record their TrainJobError (`refused`) and register nothing."""
+    collected: list[TrainJobError] = []
+    token = _COLLECTED.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTED.reset(token)
+
+
+def refused(error: TrainJobError) -> bool:
+    """Record `error` when errors are being collected (True), else False: the caller raises it."""
+    collected = _COLLECTED.get()
+    if collected is None:
+        return False
+    collected.append(error)
+    return True

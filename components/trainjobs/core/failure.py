@@ -36,6 +36,12 @@ def check_failure_policy(issues: IssueCollector, args: TrainJobArgs, restart_ref
     """Per-index retries only where the family takes a replaced pod back (`restart_refusal` is None);
     retriable exit codes need retries to spend."""
     policy = policy_of(args)
+    profile = (args.profile.failure_policy if args.profile else None) or DEFAULT_POLICY
+    for code in policy.fatal_and_retriable():   # each policy alone was valid: the profile's and the job's merged
+        mine, theirs = (("retriable", "fatal") if code in (profile.fatal_exit_codes or ()) else ("fatal", "retriable"))
+        issues.add(f"failure_policy.{mine}_exit_codes",
+                   f"{code} is {theirs} in the profile (profile.failure_policy.{theirs}_exit_codes) and {mine} here: "
+                   f"an exit code is either fatal or retriable; remove it from one")
     if policy.backoff_limit_per_index is not None and restart_refusal:
         issues.add("failure_policy.backoff_limit_per_index",
                    f"{restart_refusal}. Without backoff_limit_per_index a failed pod fails the job; restart the "

@@ -4,7 +4,7 @@ training pods wait for, so the order holds under `pulumi up` and when the YAML i
 from dataclasses import dataclass
 from typing import Any
 
-from trainjobs.core.args import Initializer, PodTemplate, TrainingRuntime, TrainJobArgs
+from trainjobs.core.args import AccessMode, Initializer, PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.deferred import concat, digest
 from trainjobs.core.errors import IssueCollector, shown
 from trainjobs.kube.manifests import container, indexed_job, metadata, object_labels
@@ -54,7 +54,8 @@ class InitializerSetup:
         return [wait]
 
 
-def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector) -> InitializerSetup:
+def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector,
+                 training_pods: int) -> InitializerSetup:
     """Dataset and model initializer Jobs, the shared workspace volume, and their completion markers.
 
     Each initializer's own command runs in an init container named after its role (the image's
@@ -92,7 +93,10 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         volume = {"name": WORKSPACE_VOLUME, **args.workspace_volume}
     else:
         claim = workspace_claim(name)
-        pvc_spec: dict[str, Any] = {"accessModes": [args.workspace_access_mode],
+        # Training pods on several nodes mount the workspace at once; a ReadWriteOnce volume attaches to one.
+        access = args.workspace_access_mode or (AccessMode.READ_WRITE_MANY.value if training_pods > 1
+                                                else AccessMode.READ_WRITE_ONCE.value)
+        pvc_spec: dict[str, Any] = {"accessModes": [access],
                                     "resources": {"requests": {"storage": args.workspace_size}}}
         if args.workspace_storage_class is not None:
             check_plain(issues, "workspace_storage_class", args.workspace_storage_class)

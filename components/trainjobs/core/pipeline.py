@@ -103,7 +103,7 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     """
     name, args, runtime, issues = job.name, job.args, job.runtime, job.issues
     check_extra_roles(issues, args, (*CORE_ROLES, *family.roles_used))
-    setup = initializers(name, args, runtime, issues)
+    setup = initializers(name, args, runtime, issues, training_pods=sum(r.pods for r in roles))
     check_job(issues, name, args, runtime)
     check_overrides(issues, args)
     check_failure_policy(issues, args, family.restart_refusal(job))

@@ -105,7 +105,13 @@ class MpiTrainJobArgs(TrainJobArgs):
     """Arguments of MpiTrainJob. `command`/`args` run on the launcher; the rest applies to every pod."""
 
     num_proc_per_node: Optional[int] = Field(default=None, ge=1, le=100000)
-    """Slots per host. Default: the runtime's (1), or the node's GPU count when it has several."""
+    """Slots per host, or "auto" (the default): the runtime's (1), or the node's GPU count when it has several."""
+
+    @field_validator("num_proc_per_node", mode="before")
+    @classmethod
+    def _auto(cls, value: Any) -> Any:
+        """"auto", as torch jobs take it: the slots are then derived as when the argument is unset."""
+        return None if value == "auto" else value
     mpi_implementation: Optional[Implementation] = None
     """OpenMPI, IntelMPI or MPICH. Default: the runtime's (OpenMPI). The Hydra launchers (Intel MPI, MPICH)
     connect back to the launcher by its short hostname, so they need `namespace`: pods then get the DNS
@@ -135,6 +141,13 @@ class DeepSpeedTrainJobArgs(MpiTrainJobArgs):
 
     runtime: Optional[MpiRuntime] = shared_runtime(DEEPSPEED_DISTRIBUTED)
     """An MpiRuntime, or the name of a built-in one. Default: deepspeed-distributed."""
+
+    @classmethod
+    def unknown_hint(cls, key: str) -> str | None:
+        """DeepSpeed's own settings (ZeRO stage, batch sizes, optimizer) are its config file's, not the job's."""
+        return (f"DeepSpeed's own settings such as {key} go in its JSON config, which your program passes to "
+                "deepspeed.initialize (e.g. args: [--deepspeed_config, ds_config.json], the file shipped with the "
+                f"code or a volume); known arguments: {', '.join(cls.model_fields)}")
 
 
 class MlxTrainJobArgs(MpiTrainJobArgs):

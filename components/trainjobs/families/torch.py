@@ -217,6 +217,10 @@ class TorchFamily(Family):
     def check(self, job: Job, roles: list[TrainingRole]) -> None:
         if not job.args.torchrun and job.args.num_proc_per_node not in ("auto", "1"):
             job.issues.add("num_proc_per_node", 'with torchrun: false each pod runs one process; use 1 (or "auto")')
+        if not job.args.torchrun and job.args.rendezvous == Rendezvous.C10D.value:
+            job.issues.add("rendezvous", "c10d is torchrun's rendezvous, and torchrun: false runs no torchrun (each "
+                                         "process gets MASTER_ADDR, WORLD_SIZE and RANK): remove rendezvous, or set "
+                                         "torchrun: true")
 
     def restart_refusal(self, job: Job) -> str | None:
         """A replaced pod rejoins only through torchrun's c10d rendezvous, which admits new members."""

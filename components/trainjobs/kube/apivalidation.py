@@ -265,6 +265,10 @@ def _check_job(job: dict[str, Any], add: Add) -> None:
                                           f"{over} character{'s' if over > 1 else ''} or use fewer pods")
             elif not is_dns_label(hostname):
                 add(("metadata", "name"), f"pod hostname {shown(hostname)} must be a DNS label")
+    max_failed, completions = spec.get("maxFailedIndexes"), spec.get("completions")
+    if isinstance(max_failed, int) and isinstance(completions, int) and max_failed > completions:
+        add(("spec", "maxFailedIndexes"), f"is {max_failed}, more than the Job's {completions} indexes; the API server "
+                                          "allows at most completions")
     if isinstance(name, str) and len(name) > MAX_DNS_LABEL:
         add(("metadata", "name"), f"Job name {shown(name)} is {len(name)} characters; the limit is {MAX_DNS_LABEL} "
                                   "(it becomes the job-name label of its pods)")

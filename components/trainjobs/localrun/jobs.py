@@ -285,7 +285,8 @@ class JobRun:
         verdict = (pod_verdict(self.spec.pod_failure_rules, pod.spec.name, pod.exit_codes(), pod.conditions)
                    if self.spec.pod_failure_rules else None)
         action = verdict.action if verdict else "Count"
-        if action == "FailJob":
+        if action == "FailJob":   # counted in the Job's failed pods, as the controller counts it
+            self.failures += 1
             self.cause = pod
             self.fail(POD_FAILURE_POLICY, verdict.message, now)
             return

@@ -22,6 +22,8 @@ _SSHD = _any([
     r"Received disconnect from \S+ port \d+:\d+: disconnected by user",
     r"Disconnected from user \S+ \S+ port \d+",
     r"Connection closed by \S+ port \d+( \[preauth\])?",
+    # the launcher's readiness check offers no credentials to every host but one, so it leaves while authenticating
+    r"Connection closed by authenticating user \S+ \S+ port \d+ \[preauth\]",
     r"Received signal 15; terminating\.",
 ])
 _HARMLESS = _any([

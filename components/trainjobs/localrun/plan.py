@@ -8,8 +8,11 @@ volume files come from `trainjobs.tools.podview`, which resolves them as the kub
 Nothing here knows a training framework: a Job is a Job, whatever its pods run.
 """
 
+import functools
 import os
 import pwd
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -260,8 +263,48 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
 
     index = ObjectIndex(objects)
     specs = [_job_spec(job, index) for job in runnable]
-    warnings = _publish(specs, index)
+    warnings = _publish(specs, index) + _mpi_mismatches(specs, index)
     return Selection(specs, skipped, warnings, _image_notes(specs))
+
+
+# The env an MPI implementation's launcher is set up with names it: its host file variable.
+_MPI_BY_ENV = {"OMPI_MCA_orte_default_hostfile": "Open MPI", "I_MPI_HYDRA_HOST_FILE": "Intel MPI",
+               "HYDRA_HOST_FILE": "MPICH"}
+# What each implementation's `mpirun --version` starts its answer with.
+_MPI_BY_VERSION = (("Open MPI", "Open MPI"), ("Intel(R) MPI", "Intel MPI"), ("HYDRA", "MPICH"))
+
+
+def _mpi_mismatches(jobs: list[JobSpec], index: ObjectIndex) -> list[str]:
+    """A launcher set up for one MPI implementation whose `mpirun` here is another's: it would run, but not as
+    on the cluster (another MPI reads none of those env settings), so the user is told which to put first."""
+    found = []
+    for job in jobs:
+        for container in pod_view(job.manifest, 0, index).containers:
+            wanted = next((mpi for name, mpi in _MPI_BY_ENV.items() if name in container.env), None)
+            # The user's command runs inside the launcher's own script: its mpirun is one of the words.
+            program = [w for w in (*container.command, *container.args) if os.path.basename(w) in ("mpirun", "mpiexec")]
+            if wanted is None or not program:
+                continue
+            search = container.env.get("PATH") or base_env("")["PATH"]
+            path = shutil.which(program[0], path=search)
+            here = _mpi_of(path, search) if path else None
+            if here and here != wanted:
+                found.append(f"Job {job.name} is set up for {wanted} (its launcher's env), but {program[0]} here is "
+                             f"{here}'s ({path}), which reads none of that env: put {wanted}'s bin directory first on "
+                             "PATH to run it as the cluster would")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _mpi_of(program: str, search: str) -> str | None:
+    """The MPI implementation an `mpirun` or `mpiexec` belongs to, from its `--version` run with the pod's PATH
+    `search` (Intel's mpirun runs its mpiexec.hydra from there); None if it says nothing known."""
+    try:
+        answer = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "PATH": search}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((mpi for mark, mpi in _MPI_BY_VERSION if mark in answer), None)
 
 
 def _containers(job: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import pulumi
 from trainjobs import __version__
 from trainjobs.tools import render
 from trainjobs.tools.summary import SUMMARY_FILE
-from trainjobs.core.errors import TrainJobError
+from trainjobs.core.errors import TrainJobError, TrainJobErrors
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 from trainjobs.tools.engine import run_program
 
@@ -111,9 +111,20 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+# The distribution that carries Kubeflow's API models, which only `trainjobs import` reads.
+IMPORT_MODELS = "kubeflow_trainer_api"
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    from trainjobs.tools import importer   # imported here: only this command reads Kubeflow's API models
-    from trainjobs.tools.importer import emit
+    try:   # imported here: only this command reads Kubeflow's API models
+        from trainjobs.tools import importer
+        from trainjobs.tools.importer import emit
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != IMPORT_MODELS:
+            raise
+        print("error: trainjobs import reads manifests with Kubeflow's API models, which are not installed: "
+              "pip install 'trainjobs[import]'", file=sys.stderr)
+        return 2
 
     try:
         imported = importer.import_files(args.files, allow_dropped=args.allow_dropped, namespace=args.namespace)
@@ -195,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (TrainJobError, ConfigError, pulumi.RunError, FileExistsError, FileNotFoundError) as exc:
         # pulumi.RunError (ConfigMissingError, ConfigTypeError, ...) is how a program stops with a message.
-        print(f"error: {exc}", file=sys.stderr)
+        for error in exc.errors if isinstance(exc, TrainJobErrors) else (exc,):   # every refused job
+            print(f"error: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:   # the reader stopped early (`explain ... | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

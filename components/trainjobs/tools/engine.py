@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -31,7 +31,7 @@ from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.sync_await import _ensure_event_loop
 
 from trainjobs.core.deferred import REDACTED, SECRET_VALUES, UNKNOWN
-from trainjobs.core.errors import TrainJobError
+from trainjobs.core.errors import TrainJobError, TrainJobErrors, collecting_errors
 from trainjobs.tools.stackconfig import ConfigError, load_yaml_file
 
 _SECRET_SIG_KEY = rpc._special_sig_key
@@ -237,17 +237,20 @@ def _ssh_key_pair(algorithm: str, curve: str | None) -> dict[str, str]:
 
 def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test",
         config: dict[str, Any] | None = None, preview: bool = False, secret_keys: list[str] | None = None,
-        stack_outputs: dict[str, dict[str, Any]] | None = None, real_keys: bool = False) -> StackResult:
+        stack_outputs: dict[str, dict[str, Any]] | None = None, real_keys: bool = False,
+        every_error: bool = False) -> StackResult:
     """Run `program` (a callable that declares resources) under mocks; return what it registered.
 
     `config` keys without a namespace belong to `project`; non-string values are passed as JSON,
     as Pulumi stores structured config, so `Config().require_object()` reads them. A key pair
     (pulumi_tls.PrivateKey) holds a placeholder unless `real_keys` (an update only): then ssh-keygen
     makes a real key, about 20 ms each. Exceptions from the program (such as TrainJobError)
-    propagate unchanged.
+    propagate unchanged; with `every_error`, the program goes on past a refused job and every refused
+    job's TrainJobError is raised at the end, together (TrainJobErrors).
     """
     error, result = attempt(program, project=project, stack=stack, config=config, preview=preview,
-                            secret_keys=secret_keys, stack_outputs=stack_outputs, real_keys=real_keys)
+                            secret_keys=secret_keys, stack_outputs=stack_outputs, real_keys=real_keys,
+                            every_error=every_error)
     if error is not None:
         raise error
     return result
@@ -256,7 +259,7 @@ def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test
 def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "test",
             config: dict[str, Any] | None = None, preview: bool = False, secret_keys: list[str] | None = None,
             stack_outputs: dict[str, dict[str, Any]] | None = None,
-            real_keys: bool = False) -> tuple[Exception | None, StackResult]:
+            real_keys: bool = False, every_error: bool = False) -> tuple[Exception | None, StackResult]:
     """Like `run`, but an exception the program raises is returned with what was registered before it.
 
         error, stack = attempt(lambda: TorchTrainJob("bad", {"num_nodes": 0}))
@@ -281,8 +284,9 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
             return None
         return pulumi.Output.from_input(asyncio.ensure_future(_collect_outputs(outputs)))
 
+    collected: list[TrainJobError] = []
     try:
-        with _few_collections(), _no_call_stacks():
+        with _few_collections(), _no_call_stacks(), (collecting_errors() if every_error else nullcontext([])) as collected:
             _run()
     except Exception as exc:  # a value that failed while resolving (an Output argument's check, say)
         raised.append(exc)
@@ -291,6 +295,9 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
     if raised:
         _quiet_about(raised[0])
     error = _train_job_error(raised[0]) if raised else None
+    if collected:   # refused jobs first: what the program did after them may have failed because of them
+        every = [*collected, *([error] if isinstance(error, TrainJobError) else [])]
+        error = every[0] if len(every) == 1 else TrainJobErrors(every)
     return error, StackResult(project, stack, list(monitor.registered), outputs)
 
 
@@ -413,7 +420,8 @@ def find_project(program: Path) -> Path:
     for directory in [program.parent, *program.parent.parents]:
         if (directory / "Pulumi.yaml").is_file():
             return directory
-    raise FileNotFoundError(f"no Pulumi.yaml found above {program}")
+    raise FileNotFoundError(f"no Pulumi.yaml in {program.parent} or above: the program is run as a Pulumi project; "
+                            "create one there (`name: <project>` and `runtime: python`)")
 
 
 ENCRYPTED = "<encrypted in the stack file; not decrypted offline>"
@@ -478,7 +486,7 @@ def run_program(program: str | os.PathLike, *, stack: str = "dev", config: dict[
     try:
         return run(lambda: runpy.run_path(str(path), run_name="__main__"), project=project,
                    stack=stack, config=stack_config, preview=preview, secret_keys=secret_keys,
-                   stack_outputs=stack_outputs, real_keys=real_keys)
+                   stack_outputs=stack_outputs, real_keys=real_keys, every_error=True)
     finally:
         sys.path.remove(str(path.parent))
 

@@ -72,7 +72,8 @@ def _table(model: type[BaseModel]) -> list[str]:
         kind, takes_outputs = _type(field.annotation)
         kind += " (Input)" if takes_outputs else ""
         description = " ".join(field_description(model, name).split()).replace("|", "\\|")
-        rows.append(f"| `{name}` | {kind} | {_default(field)} | {description} |")
+        default = _default(field) if getattr(model, "defaults_apply", lambda: True)() else "none (not set)"
+        rows.append(f"| `{name}` | {kind} | {default} | {description} |")
     return rows
 
 

@@ -65,13 +65,27 @@ class ImportFailed(Exception):
         self.problems = problems
 
 
+# A source without a namespace is applied with `kubectl apply -n`; the import takes it as a flag.
+NO_NAMESPACE = " (the source names no namespace: pass it as --namespace NAME, or set the source's metadata.namespace)"
+# A manifest file, however many documents it holds, is far smaller; a larger file is not one.
+MAX_FILE_BYTES = 10 * 2**20
+
+
 def read_files(paths: list[str]) -> list[Document]:
     documents: list[Document] = []
     for path in paths:
         try:
-            text = Path(path).read_text()
+            with open(path, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
             raise ImportFailed([f"{path}: cannot read it: {exc.strerror or exc}"]) from None
+        if len(data) > MAX_FILE_BYTES:
+            raise ImportFailed([f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; "
+                                "give the YAML file of the job"])
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise ImportFailed([f"{path}: not a text file (not UTF-8); give the YAML file of the job"]) from None
         try:
             bodies = [b for b in yaml.safe_load_all(text) if b is not None]
         except yaml.YAMLError as exc:
@@ -182,5 +196,6 @@ def _construct(imported: list[Imported]) -> list[str]:
             derive(family, job.name, parse_args(job.component, job.name, family.args_type, job.args))
         except TrainJobError as exc:
             problems += [f"{job.findings.source}: the imported {job.component} is refused: {issue}"
+                         + (NO_NAMESPACE if issue.field == "namespace" and not job.args.get("namespace") else "")
                          for issue in exc.issues]
     return problems

@@ -153,8 +153,9 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
         role = ((job_template.get("metadata") or {}).get("labels") or {}).get(ANCESTOR) or replicated.get("name")
         rjob_name = replicated.get("name")
         if replicated.get("dependsOn"):
-            findings.note(f"{path}.dependsOn", "no JobSet ordering: the MPI launcher waits until every host resolves "
-                                               "and accepts SSH; initializers run before training under pulumi up")
+            order = ("the MPI launcher starts once every host resolves and accepts SSH" if framework == "mpi"
+                     else "training pods start once the initializers complete")
+            findings.note(f"{path}.dependsOn", f"the job keeps this order without the runtime's dependsOn: {order}")
         for key, value in (job_template.get("spec") or {}).items():
             if key not in ("template", "parallelism", "completions"):
                 findings.cannot(f"{path}.template.spec.{key}", "Job settings of a runtime have no argument here; "
