@@ -21,7 +21,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import trainjobs  # noqa: E402
-from trainjobs.tools.render import ranks_text  # noqa: E402
+from trainjobs.tools.cli.render import ranks_text  # noqa: E402
 from trainjobs.testing import run  # noqa: E402
 
 import registration  # noqa: E402

@@ -7,8 +7,8 @@ from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob,
 from trainjobs.backends import controller_jobs
 from trainjobs.backends.jobset import child_jobs
 from trainjobs.testing import run
-from trainjobs.tools.podview import ObjectIndex, pod_view
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.cli.render import kubernetes_objects
 
 INITIALIZERS = {"dataset_initializer": {"storage_uri": "hf://tatsu-lab/alpaca"},
                 "model_initializer": {"storage_uri": "hf://meta-llama/Llama-3.2-1B-Instruct"}}
@@ -161,7 +161,7 @@ def test_an_unknown_backend_is_refused_before_anything_registers():
 
 @pytest.mark.parametrize("case", ["openmpi", "torch-initializers-extra-roles"])
 def test_explain_and_the_tree_show_the_same_pods(case):
-    from trainjobs.tools.render import ranks_text, tree
+    from trainjobs.tools.cli.render import ranks_text, tree
     component, args = CASES[case]
     jobs, jobset = (kubernetes_objects(run(lambda: component("job", {**args, "backend": b}))) for b in ("jobs", "jobset"))
     # explain shows every pod the JobSet's controller will create.
@@ -177,7 +177,7 @@ def test_explain_and_the_tree_show_the_same_pods(case):
 
 
 def test_what_a_job_requests_is_the_same_under_both_backends():
-    from trainjobs.tools.render import tree
+    from trainjobs.tools.cli.render import tree
     args = {"image": "t:1", "num_nodes": 3, "resources_per_node": {"requests": {"cpu": "2", "memory": "1Gi"},
                                                                   "limits": {"nvidia.com/gpu": 1}}}
     stacks = {b: run(lambda: TorchTrainJob("job", {**args, "backend": b})) for b in ("jobs", "jobset")}

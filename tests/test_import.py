@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 import trainjobs
 from trainjobs.core.pipeline import derive
 from trainjobs.families.torch import TORCH, TorchTrainJobArgs
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 from trainjobs.tools.importer import ImportFailed, Imported, emit, import_files
-from trainjobs.tools.podview import ObjectIndex, pod_view
-from trainjobs.tools.provider import TrainJobsProvider
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.provider.server import TrainJobsProvider
+from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run
 
 IMPORTS = Path(__file__).parent / "imports"

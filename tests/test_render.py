@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainjobs.tools import render as rendering
-from trainjobs.tools.cli import main
-from trainjobs.tools.render import kubernetes_objects, ranks_text, to_yaml
+from trainjobs.tools.cli import render as rendering
+from trainjobs.tools.cli.main import main
+from trainjobs.tools.cli.render import kubernetes_objects, ranks_text, to_yaml
 from trainjobs.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,7 +225,7 @@ def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path
 
 
 def test_changes_only_touching_job_metadata_do_not_restart_training():
-    from trainjobs.tools.render import changes
+    from trainjobs.tools.cli.render import changes
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"a": "1"}},
            "spec": {"completions": 1, "activeDeadlineSeconds": 10, "template": {"spec": {}}}}
     updated = {**job, "metadata": {"name": "j", "annotations": {"a": "2"}},

@@ -11,8 +11,8 @@ import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob
 from trainjobs.testing import run
-from trainjobs.tools.cli import main
-from trainjobs.tools.summary import SUMMARY_FILE, summary
+from trainjobs.tools.cli.main import main
+from trainjobs.tools.cli.summary import SUMMARY_FILE, summary
 
 REPO = Path(__file__).resolve().parents[1]
 MERMAID = REPO / "scripts" / "mermaid"

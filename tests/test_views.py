@@ -3,8 +3,8 @@
 import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.tools.podview import ObjectIndex, pod_view
-from trainjobs.tools.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
+from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.cli.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
 from trainjobs.testing import run
 
 HOSTILE = {
@@ -78,7 +78,7 @@ def test_hostile_env_command_and_file_content_cannot_fake_lines_or_reach_the_ter
 
 
 def test_a_newline_in_an_env_value_from_the_stack_config_stays_on_its_line(capsys):
-    from trainjobs.tools.cli import main
+    from trainjobs.tools.cli.main import main
     jobs = 'jobs=[{kind: TorchTrainJob, name: demo, env: {NOTE: "a\\nPET_NNODES=999"}}]'
     assert main(["explain", "stacks/__main__.py", "--config", jobs]) == 0
     lines = capsys.readouterr().out.split("\n")

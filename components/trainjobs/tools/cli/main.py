@@ -9,8 +9,8 @@ from pathlib import Path
 import pulumi
 
 from trainjobs import __version__
-from trainjobs.tools import render
-from trainjobs.tools.summary import SUMMARY_FILE
+from trainjobs.tools.cli import render
+from trainjobs.tools.cli.summary import SUMMARY_FILE
 from trainjobs.core.errors import TrainJobError
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 from trainjobs.tools.engine import run_program

@@ -12,7 +12,7 @@ import pulumi
 from pydantic import BaseModel
 
 from trainjobs.core.descriptions import field_description
-from trainjobs.tools.provider import COMPONENTS
+from trainjobs.tools.provider.server import COMPONENTS
 
 HEADER = """# Arguments and outputs of every component
 

@@ -18,10 +18,10 @@ from trainjobs.core.deferred import REDACTED
 from trainjobs.backends import controller_jobs
 from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.kube import requests
-from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
+from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
-from trainjobs.tools.runs import run_changes
-from trainjobs.tools.summary import SUMMARY_FILE, summary
+from trainjobs.tools.cli.runs import run_changes
+from trainjobs.tools.cli.summary import SUMMARY_FILE, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"

@@ -56,7 +56,7 @@ def summary(result: StackResult) -> str:
     for resource in result.resources:
         children.setdefault(resource.parent_urn, []).append(resource)
 
-    from trainjobs.tools.render import sort_key   # here: render imports this module
+    from trainjobs.tools.cli.render import sort_key   # here: render imports this module
 
     def owned(urn: str) -> list[RegisteredResource]:
         """A component's objects, in the render's order (registration order varies with Outputs)."""

@@ -39,7 +39,7 @@ from trainjobs.families.torch import TorchTrainJob
 from trainjobs.families.torchtune import TorchTuneTrainJob
 from trainjobs.families.xgboost import XGBoostTrainJob
 from trainjobs.platform.namespace import TrainingNamespace
-from trainjobs.tools import wire
+from trainjobs.tools.provider import wire
 from trainjobs.tools.engine import _train_job_error
 
 JOB_COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
