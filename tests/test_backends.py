@@ -4,7 +4,6 @@ import pytest
 
 from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob, TorchTuneTrainJob,
                        TrainJobError, XGBoostTrainJob)
-from trainjobs.backends import controller_jobs
 from trainjobs.backends.jobset import child_jobs
 from trainjobs.testing import run
 from trainjobs.tools.cli.podview import ObjectIndex, pod_view
@@ -39,15 +38,14 @@ def objects(case: str, backend: str) -> list[dict]:
 
 def pods(objs: list[dict]) -> dict[str, dict]:
     """What each pod gets, by pod hostname: env and commands of every container, DNS names, files."""
-    running = controller_jobs(objs)
-    index = ObjectIndex(running)
+    index = ObjectIndex(objs)
     seen = {}
-    for job in index.jobs():
-        for i in range(job["spec"]["completions"]):
-            view = pod_view(job, i, index, reveal=True)
+    for pod_set in index.pod_sets:
+        for i in range(pod_set.count):
+            view = pod_view(pod_set, i, index, reveal=True)
             seen[view.hostname] = {
                 "job": view.job, "subdomain": view.subdomain, "dns": view.dns_names,
-                "dns_config": job["spec"]["template"]["spec"].get("dnsConfig"),
+                "dns_config": pod_set.pod_spec.get("dnsConfig"),
                 "containers": [(c.name, c.image, c.command, c.args, c.env, c.mounts)
                                for c in view.init_containers + view.containers],
                 "files": {path: (f.mode, f.content) for path, f in view.files.items()},

@@ -41,8 +41,8 @@ def objects_of(job: Imported) -> list[dict]:
 
 def pods(objects: list[dict], job_name: str) -> list:
     index = ObjectIndex(objects)
-    job = index.get("Job", job_name)
-    return [pod_view(job, i, index) for i in range(job["spec"]["completions"])]
+    pod_set = index.pod_set(job_name)
+    return [pod_view(pod_set, i, index) for i in range(pod_set.count)]
 
 
 def source(file: str) -> list[dict]:
@@ -491,8 +491,8 @@ def test_any_torch_trainjob_imports_to_pods_with_kubeflows_pet_env(tmp_path, nod
     [job] = import_files([str(tmp_path / "prop.yaml")])
     plan = derive(TORCH, job.name, TorchTrainJobArgs.model_validate(job.args))
     index = ObjectIndex(list(plan.manifests))
-    node_job = index.get("Job", "prop-node-0")
-    assert node_job["spec"]["completions"] == nodes
+    node_job = index.pod_set("prop-node-0")
+    assert node_job.count == nodes
     for i in sorted({0, nodes - 1}):
         env = pod_view(node_job, i, index).containers[0].env
         expected = kubeflow_torch_env(trainjob, None, i)

@@ -53,7 +53,7 @@ def test_requests_and_limits(pulumi_stack):
     assert found(rules.requests_and_limits, pulumi_stack(torch())) == []
     messages = found(rules.requests_and_limits, pulumi_stack(torch(resources_per_node={"limits": {"cpu": "2"}})))
     assert messages == ["Job good-node-0: container node has no requests.memory, limits.memory; set them "
-                        "(resources_per_node on a trainjobs job) so the pods land on nodes that fit them"]
+                        "(resources_per_node) so the pods land on nodes that fit them"]
 
 
 def test_gpu_limit_equals_request(pulumi_stack):
@@ -63,7 +63,7 @@ def test_gpu_limit_equals_request(pulumi_stack):
     # The library sets device limits equal to requests; a hand-written Job may not.
     uneven = {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "4"}}
     assert found(rules.gpu_limit_equals_request, pulumi_stack(hand_written_job(resources=uneven))) == [
-        "Job hand: container node requests nvidia.com/gpu 8 but limits it to 4; give the same count on both sides"]
+        "Job hand: container node requests nvidia.com/gpu 8 but limits it to 4; give the same count on both sides (the container's resources)"]
 
 
 def test_shm(pulumi_stack):
@@ -91,7 +91,7 @@ def test_pinned_images(pulumi_stack, image):
     assert found(rules.pinned_images, pulumi_stack(torch(image="localhost:5000/train:3"))) == []
     [message] = found(rules.pinned_images, pulumi_stack(torch(image=image)))
     assert message.startswith(f"Job good-node-0: container node runs {image!r}, ")
-    assert message.endswith("; name a version tag or a digest")
+    assert message.endswith("; name a version tag or a digest (image)")
 
 
 def test_no_secret_literals(pulumi_stack):
@@ -99,7 +99,7 @@ def test_no_secret_literals(pulumi_stack):
     assert found(rules.no_secret_literals, pulumi_stack(torch(env=from_secret))) == []
     assert found(rules.no_secret_literals, pulumi_stack(torch(env={"TOKENIZER": "bpe", "WANDB_PROJECT": "x"}))) == []
     expected = ["Job good-node-0: container node sets {} as a literal value, readable by anyone who can read the "
-                "Job; put it in a Secret and use valueFrom.secretKeyRef or env_from"]
+                "Job; put it in a Secret and use valueFrom.secretKeyRef in env, or env_from"]
     assert found(rules.no_secret_literals, pulumi_stack(torch(env={"WANDB_API_KEY": "abc123"}))) == [
         expected[0].format("WANDB_API_KEY")]
     # A Pulumi secret is still a literal in the Job that anyone with read access sees.

@@ -137,7 +137,7 @@ def test_explain_prints_each_pods_env_with_its_rank(capsys):
 
 def test_explain_unknown_job(capsys):
     assert main(["explain", str(PROGRAM), "--job", "nope"]) == 2
-    assert "no Job 'nope'" in capsys.readouterr().err
+    assert "no job or Job 'nope'" in capsys.readouterr().err
 
 
 def test_explain_marks_mpi_hosts_and_shows_hostfile_and_launcher_env(capsys):

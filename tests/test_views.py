@@ -192,6 +192,6 @@ def test_each_configmap_and_secret_is_decoded_once_for_all_pods(monkeypatch):
     calls = []
     original = index.get
     monkeypatch.setattr(index, "get", lambda *a: calls.append(a) or original(*a))
-    views = [pod_view(objects[1], i, index) for i in range(50)]
+    views = [pod_view(index.pod_set("j"), i, index) for i in range(50)]
     assert [v.containers[0].env["B"] for v in views] == ["1"] * 50
     assert calls == [("ConfigMap", "env", "default")]

@@ -600,7 +600,7 @@ class LocalRun:
         failed_sets = {s.name for s in self.jobsets if s.state == "Failed"}
         for job in self.jobs:
             # A JobSet's own failure policy decides for its Jobs; once it has failed, the training job has.
-            if job.state == "Failed" and (job.spec.jobset is None or job.spec.jobset in failed_sets):
+            if job.state == "Failed" and (job.spec.owner is None or job.spec.owner in failed_sets):
                 for other in self.jobs:
                     if other is not job and other.spec.group == job.spec.group and not other.state:
                         other.fail("Stopped", f"Job {job.name} of training job {job.spec.group} failed", now,

@@ -14,8 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from trainjobs.backends import controller_jobs
-from trainjobs.backends.jobset import REPLICATED_JOB, jobset_of
+from trainjobs.backends import PodSet
 from trainjobs.core.args import INT32_MAX
 from trainjobs.core.naming import CLUSTER_DOMAIN
 from trainjobs.tools.cli.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
@@ -175,8 +174,8 @@ class JobSpec:
     pod_failure_rules: list[dict[str, Any]] = field(default_factory=list)  # spec.podFailurePolicy.rules
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None
-    jobset: str | None = None  # the JobSet whose controller created the Job
-    replicated_job: str | None = None
+    owner: str | None = None  # the object whose controller creates the Job (a JobSet); None: the Job itself
+    pod_set: PodSet | None = None  # the Job's pods as every tool reads them
 
 
 @dataclass
@@ -216,8 +215,9 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     Jobs run together or not at all. Jobs needing device resources cannot be scheduled here:
     named ones are an error, the others are skipped with the reason.
     """
-    objects = controller_jobs(objects)   # a JobSet runs as the Jobs its controller creates
-    jobs = [o for o in objects if o["kind"] == "Job"]
+    index = ObjectIndex(objects)   # every object that runs pods, read back as the Jobs that run them
+    sets = {s.name: s for s in index.pod_sets}
+    jobs = [s.job for s in sets.values()]
     if not jobs:
         raise PlanError("the rendering has no Job to run")
     by_name = {j["metadata"]["name"]: j for j in jobs}
@@ -258,8 +258,7 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     if not runnable:
         raise PlanError("nothing to run here: " + "; ".join(f"{j}: {why}" for j, why in skipped))
 
-    index = ObjectIndex(objects)
-    specs = [_job_spec(job, index) for job in runnable]
+    specs = [_job_spec(sets[job["metadata"]["name"]], index) for job in runnable]
     warnings = _publish(specs, index)
     return Selection(specs, skipped, warnings, _image_notes(specs))
 
@@ -284,7 +283,8 @@ def _image_notes(jobs: list[JobSpec]) -> list[str]:
     return lines
 
 
-def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
+def _job_spec(pod_set: PodSet, index: ObjectIndex) -> JobSpec:
+    job = pod_set.job
     name = job["metadata"]["name"]
     namespace = job["metadata"].get("namespace", "default")
     spec = job["spec"]
@@ -296,7 +296,7 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
     ignored = [key for key in ("successPolicy", "suspend") if spec.get(key)]
     slots = []
     for i in range(completions):
-        view = pod_view(job, i, index, reveal=False)
+        view = pod_view(pod_set, i, index, reveal=False)
         hostname = view.hostname if indexed else f"{name}-{i}"
         slots.append(PodSlot(job=name, index=i, hostname=hostname, namespace=namespace,
                              subdomain=_pod_spec_of(job).get("subdomain"), labels=view.labels, indexed=indexed,
@@ -309,7 +309,7 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
                        pod_failure_rules=list((spec.get("podFailurePolicy") or {}).get("rules") or []),
                        backoff_limit_per_index=spec.get("backoffLimitPerIndex"),
                        max_failed_indexes=spec.get("maxFailedIndexes"),
-                       jobset=jobset_of(job), replicated_job=(job["metadata"].get("labels") or {}).get(REPLICATED_JOB))
+                       owner=None if pod_set.owner is job else pod_set.owner["metadata"]["name"], pod_set=pod_set)
     for slot in slots:  # surface every configuration problem before anything starts
         pod_spec(job_spec, slot, index, suffix="xxxxx")
     return job_spec
@@ -361,7 +361,7 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
              max_grace: float | None = None) -> PodSpec:
     """Pod `slot` of `job` as one attempt named `<hostname>-<suffix>`: env, commands, volumes resolved."""
     facts = PodFacts(pod_name_suffix=suffix, pod_ip=slot.ip or "<pod IP>", node_name=node_name)
-    view: PodView = pod_view(job.manifest, slot.index, index, reveal=True, facts=facts)
+    view: PodView = pod_view(job.pod_set, slot.index, index, reveal=True, facts=facts)
     spec = _pod_spec_of(job.manifest)
     pod_name = f"{slot.hostname}-{suffix}"
     where = f"Job {job.name} container"

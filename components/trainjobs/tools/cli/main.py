@@ -9,6 +9,7 @@ from pathlib import Path
 import pulumi
 
 from trainjobs import __version__
+from trainjobs.backends import pod_sets
 from trainjobs.tools.cli import render
 from trainjobs.tools.cli.summary import SUMMARY_FILE
 from trainjobs.core.errors import TrainJobError
@@ -80,12 +81,15 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     result = _run(args)
     objects = render.kubernetes_objects(result)
-    jobs = [o["metadata"]["name"] for o in objects if o["kind"] == "Job"]
     selected = None
     if args.job:
-        selected = [args.job] if args.job in jobs else [j for j in jobs if j.startswith(f"{args.job}-")]
+        sets = pod_sets(objects)
+        selected = ([s.name for s in sets if args.job in (s.name, s.job_name)]
+                    or [s.name for s in sets if s.name.startswith(f"{args.job}-")])
         if not selected:
-            print(f"error: no Job {args.job!r}; jobs: {', '.join(jobs)}", file=sys.stderr)
+            jobs = sorted({s.job_name for s in sets if s.job_name})
+            print(f"error: no job or Job {args.job!r}; jobs: {', '.join(jobs) or 'none'}; "
+                  f"Jobs: {', '.join(s.name for s in sets) or 'none'}", file=sys.stderr)
             return 2
     print(render.ranks_text(objects, jobs=selected).rstrip())
     return 0
@@ -150,7 +154,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: rendered/<stack>)")
     p.set_defaults(func=cmd_render)
     p = program_command("explain", "print, per pod, its DNS names and the env it will really see")
-    p.add_argument("--job", help="only this Job (e.g. myjob-node-0) or this training job's Jobs (myjob)")
+    p.add_argument("--job", help="only this training job's pods (myjob) or one role's Job (myjob-node-0), "
+                                 "whichever backend runs them")
     p.set_defaults(func=cmd_explain)
     p = program_command("run-local", "run the program's Jobs on this machine, each pod in its own namespaces "
                                      "(needs root)")

@@ -15,8 +15,7 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
-from trainjobs.backends import controller_jobs
-from trainjobs.core.failure import IMMUTABLE_PATHS
+from trainjobs.backends import PodSet, is_workload, pod_count, pod_sets, replaced_on, total_requests
 from trainjobs.kube import requests
 from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
@@ -205,19 +204,18 @@ def tree(result: StackResult) -> str:
 
     def walk(resource, prefix: str, last: bool) -> None:
         detail = ""
-        if resource.is_kubernetes and resource.kind == "Job":
+        if resource.is_kubernetes:
             manifest = manifests[resource.urn]
-            detail = (f"  ({manifest['spec'].get('completions', 1)} pods, requests "
-                      f"{requests.summary(requests.total_requests([manifest]))})")
-        elif resource.is_kubernetes and resource.kind == "JobSet":
-            created = controller_jobs([manifests[resource.urn]])
-            detail = ("  (" + ", ".join(f"{job['metadata']['name']}: {job['spec'].get('completions', 1)} pods"
-                                        for job in created)
-                      + f", requests {requests.summary(requests.total_requests(created))})")
-        elif not resource.is_kubernetes and children.get(resource.urn):
-            owned = controller_jobs([manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests])
-            if requests.pod_count(owned):
-                detail = f"  (requests {requests.summary(requests.total_requests(owned))})"
+            sets = pod_sets([manifest])
+            if sets:
+                own = len(sets) == 1 and sets[0].job is manifest   # the object is its pods' Job
+                counts = (f"{sets[0].count} pods" if own
+                          else ", ".join(f"{s.name}: {s.count} pods" for s in sets))
+                detail = f"  ({counts}, requests {requests.summary(_requests(sets))})"
+        elif children.get(resource.urn):
+            owned = pod_sets(manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests)
+            if sum(s.running for s in owned):
+                detail = f"  (requests {requests.summary(_requests(owned))})"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):
@@ -226,10 +224,14 @@ def tree(result: StackResult) -> str:
     roots = sorted(children.get(None, []), key=lambda r: (r.type, r.name))
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
-    every = controller_jobs(list(manifests.values()))   # a JobSet's pods are its Jobs' pods
-    lines.append(f"Stack requests: {requests.summary(requests.total_requests(every))} in "
-                 f"{requests.pod_count(every)} pods")
+    every = list(manifests.values())
+    lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pod_count(every)} pods")
     return "\n".join(lines)
+
+
+def _requests(sets: list[PodSet]) -> dict[str, str]:
+    """What the pod sets' pods request in all."""
+    return requests.total_requests((s.running, s.pod_spec) for s in sets)
 
 
 def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
@@ -242,7 +244,8 @@ def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
 # --- per-pod views --------------------------------------------------------------------------------
 
 def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> str:
-    """Per pod (of every Job, or of `jobs`): DNS names, the env it really sees, its mounted files.
+    """Per pod (of every pod set, or of those named in `jobs`): DNS names, the env it really sees, its
+    mounted files.
 
     Each file and multi-line script is shown once, above the pods that refer to it; secrets are
     redacted; text that could fake a line or hide itself is escaped (see `shown`). Each Job is
@@ -250,19 +253,19 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     index, so any pod's view follows from them and the work grows with Jobs, not pods.
     """
     index = ObjectIndex(objects)
-    templates = {m["metadata"]["name"]: (m, pod_view(m, 0, index), pod_view(m, 1, index)) for m in index.jobs()}
+    templates = {s.name: (s, pod_view(s, 0, index), pod_view(s, 1, index)) for s in index.pod_sets}
     sites = _file_sites(v0 for _, v0, _ in templates.values())
     hosts = _HostIndex(sites)
     scripts = _Scripts()
     files: dict[tuple, None] = {}
     pods: list[str] = []
-    for name, (manifest, v0, v1) in templates.items():
+    for name, (pod_set, v0, v1) in templates.items():
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
-            each = requests.total_requests([{"kind": "Pod", "spec": manifest["spec"]["template"]["spec"]}])
-            pods += [f"Job {shown(name)}: {requests.pod_count([manifest])} pods, each requests {requests.summary(each)}; in all "
-                     f"{requests.summary(requests.total_requests([manifest]))}", ""]
-            pods += _job_lines(int(manifest["spec"].get("completions", 1)), v0, v1, hosts, scripts)
+            each = requests.total_requests([(1, pod_set.pod_spec)])
+            pods += [f"Job {shown(name)}: {pod_set.running} pods, each requests {requests.summary(each)}; in all "
+                     f"{requests.summary(_requests([pod_set]))}", ""]
+            pods += _job_lines(pod_set.count, v0, v1, hosts, scripts)
     shared = []
     for key in files:
         file, where = sites[key]
@@ -483,10 +486,9 @@ class _Scripts:
 
 # --- what a re-render changes ---------------------------------------------------------------------
 
-# Fields whose change makes pulumi-kubernetes replace the object rather than update it.
+# Fields whose change makes pulumi-kubernetes replace an object of a plain kind rather than update it; what
+# replaces an object that runs pods is its backend's to say (`trainjobs.backends.replaced_on`).
 _REPLACED_BY = {
-    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
-            *IMMUTABLE_PATHS),
     "ConfigMap": ("data", "binaryData"),
     "Secret": ("data", "stringData", "type"),
     "PersistentVolumeClaim": ("spec",),
@@ -508,8 +510,9 @@ def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
     """What applying `after` over `before` does to each object, and which changes restart training.
 
-    A Job is replaced when its pod template or counts change; Kubernetes cannot update them, so the
-    running pods are deleted and training starts again from the beginning.
+    An object that runs pods (a Job, a JobSet, ...) is replaced when a field its backend cannot change in
+    place changes (a Job's pod template or counts, a JobSet's spec): its running pods are deleted and
+    training starts again from the beginning.
     """
     def key(obj):
         return (obj["kind"], obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])
@@ -522,13 +525,15 @@ def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[s
         if k not in old:
             lines.append(f"+ {kind} {name}: created")
         elif k not in new:
-            lines.append(f"- {kind} {name}: deleted" + (" (its training stops)" if kind == "Job" else ""))
+            lines.append(f"- {kind} {name}: deleted" + (" (its training stops)" if is_workload(old[k]) else ""))
         elif old[k] != new[k]:
             paths = _changed_paths(old[k], new[k])
+            replacing = replaced_on(new[k])
+            restarts = replacing is not None
             replaced = [p for p in paths if any(p == f or p.startswith(f + ".") or p.startswith(f + "[")
-                                                for f in _REPLACED_BY.get(kind, ()))]
+                                                for f in (replacing or _REPLACED_BY.get(kind, ())))]
             shown = ", ".join(paths[:4]) + (f", ... ({len(paths)} fields)" if len(paths) > 4 else "")
-            if replaced and kind == "Job":
+            if replaced and restarts:
                 lines.append(f"! {kind} {name}: replaced, TRAINING RESTARTS ({shown})")
             elif replaced:
                 lines.append(f"~ {kind} {name}: replaced ({shown})")

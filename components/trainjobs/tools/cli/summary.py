@@ -7,7 +7,7 @@ for, without reading YAML. Built from the same registrations as the render tree.
 
 from typing import Any
 
-from trainjobs.kube.requests import pod_count, total_requests
+from trainjobs.backends import pod_count, pod_sets, total_requests
 from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.engine import RegisteredResource, StackResult
 
@@ -25,7 +25,7 @@ def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str
 
 def _node_text(label: str, manifest: dict[str, Any] | None) -> str:
     text = label
-    if manifest is not None and manifest["kind"] in ("Job", "JobSet"):
+    if manifest is not None and pod_sets([manifest]):
         pods = pod_count([manifest])
         text += f"<br/>{pods} pod{'s' if pods != 1 else ''}"
     return text.replace('"', "#quot;")
