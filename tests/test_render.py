@@ -200,6 +200,25 @@ def test_rerender_says_which_changes_restart_training(tmp_path, capsys):
     assert "+ Job other-node-0: created" in out
 
 
+CHANGES_SECTION = """## Changes since the previous render
+
+Objects: 2 deleted, 1 replaced.
+
+**Training restarts** for job `a`: its pods are replaced, and training starts again from the beginning.
+
+**Training stops** for job `b`: its pods are deleted.
+
+The change leaves the GPUs requested as they were (0).
+
+```text
+! Job a-node-0: replaced, TRAINING RESTARTS (spec.completions, spec.parallelism, spec.template.spec.containers[0].env[0].value)
+- Job b-node-0: deleted (its training stops)
+- Service b: deleted
+```
+
+"""
+
+
 def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path):
     import os
     two = '[{"kind": "TorchTrainJob", "name": "a", "num_nodes": 2}, {"kind": "TorchTrainJob", "name": "b"}]'
@@ -221,7 +240,12 @@ def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path
     fresh = tmp_path / "fresh"
     assert main(["render", str(PROGRAM), "--stack", "dev", "--out", str(fresh), "--config",
                  f"jobs={one_bigger}"]) == 0
-    assert files(out) == files(fresh)   # the same bytes as rendering into an empty directory
+    rendered, anew = files(out), files(fresh)
+    # The same bytes as rendering into an empty directory, but for what the summary says the change does.
+    assert {k: v for k, v in rendered.items() if k != "summary.md"} == {k: v for k, v in anew.items()
+                                                                         if k != "summary.md"}
+    head, tail = anew["summary.md"].decode().split("Each diagram", 1)
+    assert rendered["summary.md"].decode() == head + CHANGES_SECTION + "Each diagram" + tail
 
 
 def test_changes_only_touching_job_metadata_do_not_restart_training():

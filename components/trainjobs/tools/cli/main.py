@@ -60,9 +60,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         raise FileExistsError(f"--out {out} is a file; choose a directory")
     result = _run(args)
     objects = render.kubernetes_objects(result)
-    texts = render.files(result, objects)
     try:
         previous = render.previous_files(out)
+        texts, changed = render.files(result, objects, previous)
         render.write_files(out, texts, previous)
     except FileExistsError:
         raise
@@ -71,10 +71,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 2
     print(texts[render.TREE_FILE], end="")
     print(f"\nwrote {len(objects)} objects, {render.RANKS_FILE}, {render.TREE_FILE} and {SUMMARY_FILE} to {out}/")
-    if previous:
-        changed = render.changes_since(previous, texts, objects)
+    if changed is not None:
         print(f"\nchanges since the previous render in {out}/:")
-        print("\n".join(f"  {line}" for line in changed) if changed else "  none")
+        print("\n".join(f"  {line}" for line in changed.lines) if changed.lines else "  none")
     return 0
 
 

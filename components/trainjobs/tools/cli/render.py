@@ -8,8 +8,9 @@ YAML goes through libyaml when it is installed; the pure-Python dumper writes th
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
@@ -17,6 +18,8 @@ from yaml.events import DocumentStartEvent, ScalarEvent
 from trainjobs.core.deferred import REDACTED
 from trainjobs.backends import PodSet, is_workload, pod_count, pod_sets, replaced_on, total_requests
 from trainjobs.kube import requests
+from trainjobs.kube.quantity import parse_quantity
+from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 from trainjobs.tools.cli.runs import run_changes
@@ -141,14 +144,17 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
     return sorted(objects, key=sort_key)
 
 
-def files(result: StackResult, objects: list[dict[str, Any]]) -> dict[str, str]:
+def files(result: StackResult, objects: list[dict[str, Any]],
+          previous: dict[str, str] | None = None) -> tuple[dict[str, str], "Changes | None"]:
     """Every file of a render, by name: one YAML file per object (`objects`: the result's
-    `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams."""
+    `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams; and, given the
+    `previous` render's files, what this render changes (the summary shows it too)."""
     texts = {file_name(obj): to_yaml(obj) for obj in objects}
     texts[RANKS_FILE] = ranks_text(objects)
     texts[TREE_FILE] = tree(result) + "\n"
-    texts[SUMMARY_FILE] = summary(result)
-    return texts
+    changed = changes_since(previous, texts, objects) if previous else None
+    texts[SUMMARY_FILE] = summary(result, changed)
+    return texts, changed
 
 
 def previous_files(out: Path) -> dict[str, str]:
@@ -496,15 +502,49 @@ _REPLACED_BY = {
 }
 
 
-def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> list[str]:
-    """The runs started and replaced, then `changes`, from a previous render's files to this one's (`texts`,
-    from `objects`); only the objects whose file differs are compared, and only their previous files are parsed."""
+@dataclass(frozen=True)
+class Changes:
+    """What a re-render changes: the change list the terminal prints, and what the summary a pull request
+    shows says of it."""
+
+    lines: tuple[str, ...]
+    """The runs started and replaced, then each object's change (`changes`)."""
+    counts: Mapping[str, int]
+    """Objects created, deleted, replaced and updated in place."""
+    restarts: tuple[str, ...]
+    """Jobs whose training starts over: an object that runs their pods is replaced."""
+    starts: tuple[str, ...]
+    """Jobs whose pods an added object runs."""
+    stops: tuple[str, ...]
+    """Jobs whose pods a deleted object ran: their training stops."""
+    gpus_before: int
+    gpus_after: int
+
+
+def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> Changes:
+    """What applying this render (`texts`, from `objects`) over a previous render's files does; only the
+    objects whose file differs are compared, and only their previous files are parsed."""
     differ = {name for name in previous.keys() | texts.keys()
               if name.endswith(".yaml") and previous.get(name) != texts.get(name)}
     before = [yaml.load(previous[name], Loader=LOADER) for name in sorted(differ & previous.keys())]
     unchanged = [obj for obj in objects if file_name(obj) not in differ]   # the same in both renders
-    return run_changes(before + unchanged, objects) + changes(before, [obj for obj in objects
-                                                                       if file_name(obj) in differ])
+    found = _object_changes(before, [obj for obj in objects if file_name(obj) in differ])
+    counts = Counter(change for _, change, _, _ in found)
+
+    def jobs(*wanted: str) -> tuple[str, ...]:
+        return tuple(sorted({s.job_name or s.owner["metadata"]["name"]
+                             for _, change, obj, restarts in found if change in wanted and restarts
+                             for s in pod_sets([obj])}))
+
+    return Changes(lines=tuple(run_changes(before + unchanged, objects) + [line for line, *_ in found]),
+                   counts={c: counts[c] for c in ("created", "deleted", "replaced", "updated in place")},
+                   restarts=jobs("replaced"), starts=jobs("created"), stops=jobs("deleted"),
+                   gpus_before=_gpus(before + unchanged), gpus_after=_gpus(objects))
+
+
+def _gpus(objects: list[dict[str, Any]]) -> int:
+    """GPUs (of every device resource) the objects' pods request in all."""
+    return int(sum(parse_quantity(amount) for name, amount in total_requests(objects).items() if is_gpu(name)))
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
@@ -514,18 +554,26 @@ def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[s
     place changes (a Job's pod template or counts, a JobSet's spec): its running pods are deleted and
     training starts again from the beginning.
     """
+    return [line for line, *_ in _object_changes(before, after)]
+
+
+def _object_changes(before: list[dict[str, Any]],
+                    after: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any], bool]]:
+    """(line, change, the object, whether its pods start, stop or restart) for each object that changes."""
     def key(obj):
         return (obj["kind"], obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])
 
     old = {key(o): o for o in before}
     new = {key(o): o for o in after}
-    lines = []
+    found = []
     for k in sorted(set(old) | set(new)):
         kind, _, name = k
         if k not in old:
-            lines.append(f"+ {kind} {name}: created")
+            found.append((f"+ {kind} {name}: created", "created", new[k], is_workload(new[k])))
         elif k not in new:
-            lines.append(f"- {kind} {name}: deleted" + (" (its training stops)" if is_workload(old[k]) else ""))
+            runs = is_workload(old[k])
+            found.append((f"- {kind} {name}: deleted" + (" (its training stops)" if runs else ""), "deleted", old[k],
+                          runs))
         elif old[k] != new[k]:
             paths = _changed_paths(old[k], new[k])
             replacing = replaced_on(new[k])
@@ -534,12 +582,12 @@ def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[s
                                                 for f in (replacing or _REPLACED_BY.get(kind, ())))]
             shown = ", ".join(paths[:4]) + (f", ... ({len(paths)} fields)" if len(paths) > 4 else "")
             if replaced and restarts:
-                lines.append(f"! {kind} {name}: replaced, TRAINING RESTARTS ({shown})")
+                found.append((f"! {kind} {name}: replaced, TRAINING RESTARTS ({shown})", "replaced", new[k], True))
             elif replaced:
-                lines.append(f"~ {kind} {name}: replaced ({shown})")
+                found.append((f"~ {kind} {name}: replaced ({shown})", "replaced", new[k], False))
             else:
-                lines.append(f"~ {kind} {name}: updated in place ({shown})")
-    return lines
+                found.append((f"~ {kind} {name}: updated in place ({shown})", "updated in place", new[k], False))
+    return found
 
 
 def _changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
