@@ -2,15 +2,19 @@
 policy pack as pulumi-policy loads and runs it."""
 
 import runpy
+import sys
 from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_policy as pp
 import pytest
+import yaml
 
+import trainjobs
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.policy import RULES, rules, violations
+from trainjobs.policy import PACK_DESCRIPTION, RULES, rules, violations
+from trainjobs.tools.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {"image": "ghcr.io/acme/train:1.4", "namespace": "ml", "num_nodes": 2,
@@ -180,6 +184,11 @@ def test_namespace(pulumi_stack):
 def pack(monkeypatch):
     """policy/__main__.py run as pulumi runs it, its analyzer server stopped as soon as it starts serving;
     the pack's servicer (what the engine talks to) is kept for the test."""
+    return served(monkeypatch, REPO / "policy" / "__main__.py")
+
+
+def served(monkeypatch, main: Path):
+    """The servicer of the pack whose entry point is `main`, run as pulumi runs it."""
     import pulumi_policy.policy as policy_module
 
     servicers = []
@@ -195,7 +204,7 @@ def pack(monkeypatch):
 
     monkeypatch.setattr(policy_module, "_PolicyAnalyzerServicer", Recorded)
     monkeypatch.setattr(policy_module.time, "sleep", stop)
-    runpy.run_path(str(REPO / "policy" / "__main__.py"), run_name="__main__")
+    runpy.run_path(str(main), run_name="__main__")
     [servicer] = servicers
     return servicer
 
@@ -280,3 +289,32 @@ def test_the_librarys_own_gangs_pass_the_gang_rule(pulumi_stack, gang, backend):
 def test_the_packs_readme_lists_every_rule():
     readme = (REPO / "policy" / "README.md").read_text()
     assert [rule.name for rule in RULES if f"| `{rule.name}` |" in readme] == [rule.name for rule in RULES]
+
+
+def test_the_installed_package_writes_a_pack_that_serves_every_rule(tmp_path, monkeypatch, capsys):
+    """`trainjobs policy-pack DIR` needs no checkout: the pack runs the rules of the trainjobs it was written by,
+    in the virtualenv that trainjobs is installed in."""
+    target = tmp_path / "pack"
+    assert main(["policy-pack", str(target)]) == 0
+    assert capsys.readouterr().out == (f"wrote the trainjobs policy pack to {target}/ (PulumiPolicy.yaml, __main__.py, "
+                                       f"requirements.txt); enable it with:\n  pulumi preview --policy-pack {target}\n")
+    assert sorted(p.name for p in target.iterdir()) == ["PulumiPolicy.yaml", "__main__.py", "requirements.txt"]
+    settings = yaml.safe_load((target / "PulumiPolicy.yaml").read_text())
+    in_virtualenv = sys.prefix != sys.base_prefix
+    assert settings == {"description": PACK_DESCRIPTION, "version": trainjobs.__version__,
+                        "runtime": {"name": "python", "options": {
+                            "toolchain": "pip", "virtualenv": sys.prefix if in_virtualenv else "venv"}}}
+    assert (target / "requirements.txt").read_text() == f"trainjobs[policy]=={trainjobs.__version__}\n"
+    info = served(monkeypatch, target / "__main__.py").GetAnalyzerInfo(None, None)
+    assert info.name == "trainjobs" and [p.name for p in info.policies] == [rule.name for rule in RULES]
+
+    assert main(["policy-pack", str(target)]) == 0   # rewritten in place
+    (target / "notes.txt").write_text("mine")
+    assert main(["policy-pack", str(target)]) == 2
+    assert capsys.readouterr().err == (f"error: {target} holds other files (notes.txt); give an empty or new "
+                                       "directory\n")
+
+
+def test_the_repositorys_pack_describes_itself_as_the_written_one():
+    settings = yaml.safe_load((REPO / "policy" / "PulumiPolicy.yaml").read_text())
+    assert settings["description"] == PACK_DESCRIPTION

@@ -1,5 +1,5 @@
 """`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally, import
-jobs from Kubeflow Trainer, the MPI Operator and Volcano."""
+jobs from Kubeflow Trainer, the MPI Operator and Volcano, write the policy pack."""
 
 import argparse
 import os
@@ -82,10 +82,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     objects = render.kubernetes_objects(result)
     selected = None
     if args.job:
-        sets = pod_sets(objects)
-        selected = ([s.name for s in sets if args.job in (s.name, s.job_name)]
-                    or [s.name for s in sets if s.name.startswith(f"{args.job}-")])
+        selected = render.pod_sets_named(objects, args.job)
         if not selected:
+            sets = pod_sets(objects)
             jobs = sorted({s.job_name for s in sets if s.job_name})
             print(f"error: no job or Job {args.job!r}; jobs: {', '.join(jobs) or 'none'}; "
                   f"Jobs: {', '.join(s.name for s in sets) or 'none'}", file=sys.stderr)
@@ -130,6 +129,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     for line in emit.findings_lines(imported):
         print(line, file=sys.stderr)
     print((emit.pulumi_yaml if args.to == "yaml" else emit.python)(imported, args.files), end="")
+    return 0
+
+
+def cmd_policy_pack(args: argparse.Namespace) -> int:
+    from trainjobs.policy.directory import PackError, write_pack
+
+    try:
+        written = write_pack(Path(args.directory))
+    except PackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the trainjobs policy pack to {args.directory}/ ({', '.join(written)}); enable it with:\n"
+          f"  pulumi preview --policy-pack {args.directory}")
     return 0
 
 
@@ -186,6 +198,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dropped", action="store_true",
                    help="import even when fields cannot be expressed; each is listed in the output and on stderr")
     p.set_defaults(func=cmd_import)
+    p = sub.add_parser("policy-pack", help="write the policy pack of this installed trainjobs into a directory, for "
+                                           "pulumi preview --policy-pack DIR")
+    p.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
+    p.set_defaults(func=cmd_policy_pack)
     return top
 
 
