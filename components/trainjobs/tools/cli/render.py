@@ -280,6 +280,15 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     return "\n".join(shared + scripts.lines() + pods)
 
 
+def pod_sets_named(objects: list[dict[str, Any]], name: str) -> list[str]:
+    """The pod sets `explain --job name` shows: a training job's (`allreduce`), or the one a role's Job runs
+    (`allreduce-launcher-0`), whichever backend registered them; else those whose Job's name starts with
+    `name-` (a job of another origin)."""
+    sets = pod_sets(objects)
+    return ([s.name for s in sets if name in (s.name, s.job_name)]
+            or [s.name for s in sets if s.name.startswith(f"{name}-")])
+
+
 def shown(text: str) -> str:
     """`text` as it is, or as bash's `$'...'` with escapes when it holds what a terminal would act
     on or a reader could not see: control characters (C0, DEL, C1), line separators, bidi and other
