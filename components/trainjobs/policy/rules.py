@@ -58,16 +58,17 @@ def is_training(pods: PodSet) -> bool:
 
 def argument(pods: PodSet, setting: str) -> str:
     """The argument that sets `setting` (a field of a pod template: resources, shm_size, image, env) for the
-    pods' role: `resources_per_node` for training nodes, `runtime.launcher.resources` for a separate
-    launcher, `dataset_initializer.resources`, `extra_roles.<role>.resources`. Pods no trainjobs job made
-    are named by the Kubernetes field."""
+    pods' role: `resources_per_node` for training nodes, `runtime.launcher.resources` for a separate MPI
+    launcher (the job's other settings reach it), `dataset_initializer.resources`,
+    `extra_roles.<role>.resources`. Pods no trainjobs job made are named by the Kubernetes field."""
     role = pods.role
     if role is None:
         return {"shm_size": "a memory-backed emptyDir at /dev/shm"}.get(setting, f"the container's {setting}")
     if role == NODE:
         return {"resources": "resources_per_node"}.get(setting, setting)
-    if role == LAUNCHER:
-        return f"runtime.launcher.{setting}"
+    if role == LAUNCHER:   # the job's settings reach it, but resources_per_node sizes MPI hosts only
+        return ("runtime.launcher.resources, or resources_per_node if the launcher is also an MPI host "
+                "(run_launcher_as_node)") if setting == "resources" else setting
     if role in INITIALIZER_ROLES:
         return f"{role.replace('-', '_')}.{setting}"
     return f"extra_roles.{role}.{setting}"
