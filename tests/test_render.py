@@ -1,5 +1,6 @@
 """`trainjobs render` and `explain` on the example stack: golden files, determinism, errors."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -282,3 +283,28 @@ def test_pure_python_yaml_writes_what_libyaml_writes_where_they_differ_by_defaul
     text = rendering.to_yaml(obj)
     assert rendering.to_yaml(obj, rendering.PythonDumper) == text
     assert yaml.load(text, Loader=yaml.SafeLoader) == obj
+
+
+def test_kueue_example_jobset_resized_restarts_training_and_explain_finds_its_pods(tmp_path, capsys):
+    """The Kueue example's allreduce job runs as one JobSet: a new num_nodes replaces it (training restarts),
+    and `explain --job` finds its pods by the job's name or by a role's Job."""
+    assert render(tmp_path, stack="kueue")[0] == 0
+    jobs = yaml.safe_load((ROOT / "Pulumi.kueue.yaml").read_text())["config"]["trainjobs-examples:jobs"]
+    [allreduce] = [job for job in jobs if job["name"] == "allreduce"]
+    assert allreduce["backend"] == "jobset" and allreduce["num_nodes"] == 3
+    allreduce["num_nodes"] = 4
+    capsys.readouterr()
+    assert render(tmp_path, "--config", f"jobs={json.dumps(jobs)}", stack="kueue")[0] == 0
+    changed = capsys.readouterr().out.split("changes since the previous render in", 1)[1].splitlines()[1:]
+    assert changed == [
+        "  ~ ConfigMap allreduce-mpi-hostfile: replaced (data.hostfile)",
+        "  ! JobSet allreduce: replaced, TRAINING RESTARTS (spec.replicatedJobs[0].template.spec.completions, "
+        "spec.replicatedJobs[0].template.spec.parallelism)"]
+
+    assert main(["explain", str(PROGRAM), "--stack", "kueue", "--job", "allreduce"]) == 0
+    pods = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pod ")]
+    assert pods == [f"pod allreduce-node-0-{i}  (Job allreduce-node-0, index {i})" for i in range(3)] + [
+        "pod allreduce-launcher-0-0  (Job allreduce-launcher-0, index 0)"]
+    assert main(["explain", str(PROGRAM), "--stack", "kueue", "--job", "allreduce-launcher-0"]) == 0
+    pods = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pod ")]
+    assert pods == ["pod allreduce-launcher-0-0  (Job allreduce-launcher-0, index 0)"]
