@@ -2,7 +2,7 @@
 (`serve`), in this repository's policy/ and in the pack `trainjobs policy-pack DIR` writes.
 
 Each policy calls its rule unchanged on the object Pulumi is about to register (a resource policy), or
-on every Job and JobSet with the stack's other objects (a stack policy, for rules that read several
+on every object with the stack's other objects (a stack policy, for rules that read several
 objects). Only Kubernetes resources are checked; a rule's minimum is set in the pack's config.
 """
 
