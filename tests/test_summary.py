@@ -187,16 +187,31 @@ def test_a_rerender_summary_says_what_the_change_replaces_restarts_and_costs(tmp
         section.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
 
 
-def test_a_rerender_that_frees_gpus_and_stops_a_job_says_so(tmp_path):
+def test_a_rerender_that_adds_or_removes_a_job_says_which_starts_or_stops_and_the_gpus(tmp_path):
     job = {"kind": "TorchTrainJob", "name": "pretrain", "image": "t:1", "num_nodes": 2,
            "resources_per_node": {"limits": {"nvidia.com/gpu": 8}}}
     out = tmp_path / "out"
     program = str(REPO / "stacks" / "__main__.py")
-    assert main(["render", program, "--out", str(out), "--config",
-                 f"jobs={json.dumps([job, {**job, 'name': 'probe', 'num_nodes': 1}])}"]) == 0
+
+    def render(jobs: list) -> str:
+        assert main(["render", program, "--out", str(out), "--config", f"jobs={json.dumps(jobs)}"]) == 0
+        section = (out / SUMMARY_FILE).read_text().split("## Changes since the previous render\n\n", 1)[1]
+        return section.split("\nEach diagram", 1)[0]
+
     assert main(["render", program, "--out", str(out), "--config", f"jobs={json.dumps([job])}"]) == 0
-    section = (out / SUMMARY_FILE).read_text().split("## Changes since the previous render\n\n", 1)[1]
-    assert section.split("\nEach diagram", 1)[0] == """\
+    assert render([job, {**job, "name": "probe", "num_nodes": 1}]) == """\
+Objects: 2 created.
+
+Training starts for job `probe`.
+
+The change adds 8 GPUs (16 before, 24 after).
+
+```text
++ Job probe-node-0: created
++ Service probe: created
+```
+"""
+    assert render([job]) == """\
 Objects: 2 deleted.
 
 **Training stops** for job `probe`: its pods are deleted.
