@@ -382,7 +382,7 @@ class LocalRun:
         self.echo = Echo(self.console, verbose) if echo_logs else None
         self.verbose = verbose
         self.jobs = [JobRun(spec) for spec in selection.jobs]
-        self.jobsets, self.notes = jobset_runs(objects, self.jobs)
+        self.jobsets, self.notes = jobset_runs(self.jobs)
         self.disruptions = list(disruptions)
         self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
         self.run_dir = run_root / f"trainjobs-{self.network.prefix}"

@@ -129,16 +129,17 @@ def replicated_job(job: "JobRun") -> str | None:
     return ((job.spec.manifest.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB)
 
 
-def jobset_runs(objects: list[dict[str, Any]], jobs: list["JobRun"]) -> tuple[list[JobSetRun], list[str]]:
-    """A controller per JobSet whose Jobs run here, and what of their policies is not emulated."""
+def jobset_runs(jobs: list["JobRun"]) -> tuple[list[JobSetRun], list[str]]:
+    """A controller per JobSet whose Jobs run here (the object their pod sets were read from), and what
+    of their policies is not emulated."""
+    owners: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        owner = job.spec.pod_set.owner if job.spec.pod_set is not None else {}
+        if owner.get("apiVersion") == API_VERSION and owner.get("kind") == KIND:
+            owners.setdefault(owner["metadata"]["name"], owner)
     runs, notes = [], []
-    for manifest in objects:
-        if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
-            continue
-        name = manifest["metadata"]["name"]
+    for name, manifest in owners.items():
         mine = [j for j in jobs if j.spec.owner == name]
-        if not mine:
-            continue
         by_replicated = {r["name"]: [j for j in mine if replicated_job(j) == r["name"]]
                          for r in manifest["spec"]["replicatedJobs"]}
         runs.append(JobSetRun(name, manifest, by_replicated))
