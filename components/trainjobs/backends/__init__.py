@@ -19,7 +19,6 @@ __all__ = ["Assembly", "Backend", "PodSet", "Workload", "backend", "controller_j
            "pod_sets", "replace_on_changes", "replaced_on", "total_requests", "workload_kinds"]
 
 
-
 @dataclass(frozen=True)
 class PodSet:
     """Pods of one shape that a registered object makes, as its controller makes them: the one unit every

@@ -18,7 +18,7 @@ from trainjobs.core.initializers import INITIALIZER_ROLES
 from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_label, label_value_problem,
                                    rfc1035_label_problem)
 from trainjobs.families.mpi import LAUNCHER, NODE
-from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
+from trainjobs.kube.manifests import LABEL_JOB
 from trainjobs.kube.quantity import QuantityError, parse_quantity
 from trainjobs.kube.resources import is_gpu
 from trainjobs.scheduling.coscheduling import POD_GROUP_LABEL as COSCHEDULING_GROUP_LABEL
