@@ -135,13 +135,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_policy_pack(args: argparse.Namespace) -> int:
     from trainjobs.policy.directory import PackError, write_pack
 
+    directory = Path(args.directory)
     try:
-        written = write_pack(Path(args.directory))
+        written = write_pack(directory)
     except PackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote the trainjobs policy pack to {args.directory}/ ({', '.join(written)}); enable it with:\n"
-          f"  pulumi preview --policy-pack {args.directory}")
+    print(f"wrote the trainjobs policy pack to {directory}/ ({', '.join(written)}); enable it with:\n"
+          f"  pulumi preview --policy-pack {directory}")
     return 0
 
 
