@@ -21,7 +21,8 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import trainjobs  # noqa: E402
-from trainjobs.tools.render import ranks_text  # noqa: E402
+from trainjobs.backends import pod_sets  # noqa: E402
+from trainjobs.tools.cli.render import ranks_text  # noqa: E402
 from trainjobs.testing import run  # noqa: E402
 
 import registration  # noqa: E402
@@ -129,7 +130,7 @@ def view(case: str) -> None:
     result = run(lambda: [classes[cls](name, args) for cls, name, args in jobs])
     objects = [r.redacted_manifest for r in result.kubernetes()]
     seconds = time.perf_counter() - start
-    emit(register_seconds=seconds, pods=sum(o["spec"].get("completions", 1) for o in objects if o["kind"] == "Job"))
+    emit(register_seconds=seconds, pods=sum(s.count for s in pod_sets(objects)))
     gc.collect()
     start, cpu_start = time.perf_counter(), cpu_seconds()
     text = ranks_text(objects)

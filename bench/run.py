@@ -205,7 +205,7 @@ def _view_renders(case: str, directory: Path) -> list[tuple[float, float]]:
 
 
 def section_views() -> dict[str, Any]:
-    say(f"## Per-pod views: trainjobs.tools.render.ranks_text (budget {VIEW_BUDGET:.0f} s per run; "
+    say(f"## Per-pod views: trainjobs.tools.cli.render.ranks_text (budget {VIEW_BUDGET:.0f} s per run; "
         f"up to {VIEW_REPEATS} runs when one takes under {VIEW_REPEAT_BELOW:.0f} s), and whole `trainjobs render` "
         f"processes of the same jobs ({VIEW_REPEATS} runs)")
     rows = []

@@ -4,11 +4,10 @@ import pytest
 
 from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob, TorchTuneTrainJob,
                        TrainJobError, XGBoostTrainJob)
-from trainjobs.backends import controller_jobs
 from trainjobs.backends.jobset import child_jobs
 from trainjobs.testing import run
-from trainjobs.tools.podview import ObjectIndex, pod_view
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.cli.render import kubernetes_objects
 
 INITIALIZERS = {"dataset_initializer": {"storage_uri": "hf://tatsu-lab/alpaca"},
                 "model_initializer": {"storage_uri": "hf://meta-llama/Llama-3.2-1B-Instruct"}}
@@ -39,15 +38,14 @@ def objects(case: str, backend: str) -> list[dict]:
 
 def pods(objs: list[dict]) -> dict[str, dict]:
     """What each pod gets, by pod hostname: env and commands of every container, DNS names, files."""
-    running = controller_jobs(objs)
-    index = ObjectIndex(running)
+    index = ObjectIndex(objs)
     seen = {}
-    for job in index.jobs():
-        for i in range(job["spec"]["completions"]):
-            view = pod_view(job, i, index, reveal=True)
+    for pod_set in index.pod_sets:
+        for i in range(pod_set.count):
+            view = pod_view(pod_set, i, index, reveal=True)
             seen[view.hostname] = {
                 "job": view.job, "subdomain": view.subdomain, "dns": view.dns_names,
-                "dns_config": job["spec"]["template"]["spec"].get("dnsConfig"),
+                "dns_config": pod_set.pod_spec.get("dnsConfig"),
                 "containers": [(c.name, c.image, c.command, c.args, c.env, c.mounts)
                                for c in view.init_containers + view.containers],
                 "files": {path: (f.mode, f.content) for path, f in view.files.items()},
@@ -161,7 +159,7 @@ def test_an_unknown_backend_is_refused_before_anything_registers():
 
 @pytest.mark.parametrize("case", ["openmpi", "torch-initializers-extra-roles"])
 def test_explain_and_the_tree_show_the_same_pods(case):
-    from trainjobs.tools.render import ranks_text, tree
+    from trainjobs.tools.cli.render import ranks_text, tree
     component, args = CASES[case]
     jobs, jobset = (kubernetes_objects(run(lambda: component("job", {**args, "backend": b}))) for b in ("jobs", "jobset"))
     # explain shows every pod the JobSet's controller will create.
@@ -177,7 +175,7 @@ def test_explain_and_the_tree_show_the_same_pods(case):
 
 
 def test_what_a_job_requests_is_the_same_under_both_backends():
-    from trainjobs.tools.render import tree
+    from trainjobs.tools.cli.render import tree
     args = {"image": "t:1", "num_nodes": 3, "resources_per_node": {"requests": {"cpu": "2", "memory": "1Gi"},
                                                                   "limits": {"nvidia.com/gpu": 1}}}
     stacks = {b: run(lambda: TorchTrainJob("job", {**args, "backend": b})) for b in ("jobs", "jobset")}

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 from trainjobs.tools.stackconfig import ConfigError
 from trainjobs.testing import run_program
 

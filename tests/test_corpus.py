@@ -18,9 +18,9 @@ import yaml
 
 import trainjobs
 from trainjobs.kube import apivalidation
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 from trainjobs.core.errors import TrainJobError
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import attempt
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

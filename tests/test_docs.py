@@ -24,9 +24,9 @@ def test_every_argument_is_documented(model):
 
 
 def test_the_argument_reference_is_generated_from_the_code():
-    from trainjobs.tools.reference import document
+    from trainjobs.tools.provider.reference import document
     generated = (Path(__file__).resolve().parent.parent / "docs" / "arguments.md").read_text()
-    assert generated == document(), "docs/arguments.md is stale: python -m trainjobs.tools.reference > docs/arguments.md"
+    assert generated == document(), "docs/arguments.md is stale: python -m trainjobs.tools.provider.reference > docs/arguments.md"
 
 
 def test_every_component_has_a_section():

@@ -124,7 +124,7 @@ def test_a_changed_policy_replaces_the_job_instead_of_failing_as_immutable():
     assert job.replace_on_changes == ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
     service = next(r for r in result.resources if r.is_kubernetes and r.name == "llm")
     assert service.replace_on_changes == ()
-    from trainjobs.tools.render import changes
+    from trainjobs.tools.cli.render import changes
     before = [r.manifest for r in result.kubernetes()]
     after = [r.manifest for r in run(lambda: TorchTrainJob("llm", {"image": "img:1", "failure_policy": {
         "fatal_exit_codes": [3]}})).kubernetes()]

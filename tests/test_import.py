@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 import trainjobs
 from trainjobs.core.pipeline import derive
 from trainjobs.families.torch import TORCH, TorchTrainJobArgs
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 from trainjobs.tools.importer import ImportFailed, Imported, emit, import_files
-from trainjobs.tools.podview import ObjectIndex, pod_view
-from trainjobs.tools.provider import TrainJobsProvider
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.provider.server import TrainJobsProvider
+from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run
 
 IMPORTS = Path(__file__).parent / "imports"
@@ -41,8 +41,8 @@ def objects_of(job: Imported) -> list[dict]:
 
 def pods(objects: list[dict], job_name: str) -> list:
     index = ObjectIndex(objects)
-    job = index.get("Job", job_name)
-    return [pod_view(job, i, index) for i in range(job["spec"]["completions"])]
+    pod_set = index.pod_set(job_name)
+    return [pod_view(pod_set, i, index) for i in range(pod_set.count)]
 
 
 def source(file: str) -> list[dict]:
@@ -491,8 +491,8 @@ def test_any_torch_trainjob_imports_to_pods_with_kubeflows_pet_env(tmp_path, nod
     [job] = import_files([str(tmp_path / "prop.yaml")])
     plan = derive(TORCH, job.name, TorchTrainJobArgs.model_validate(job.args))
     index = ObjectIndex(list(plan.manifests))
-    node_job = index.get("Job", "prop-node-0")
-    assert node_job["spec"]["completions"] == nodes
+    node_job = index.pod_set("prop-node-0")
+    assert node_job.count == nodes
     for i in sorted({0, nodes - 1}):
         env = pod_view(node_job, i, index).containers[0].env
         expected = kubeflow_torch_env(trainjob, None, i)
@@ -544,7 +544,7 @@ def test_an_unreadable_file_gives_one_error_line(capsys, tmp_path):
 
 def test_without_the_import_extra_the_command_says_what_to_install(tmp_path):
     """Kubeflow's API models come with the `import` extra; without them the command says so in one line."""
-    blocked = ("import sys; sys.modules['kubeflow_trainer_api'] = None; from trainjobs.tools.cli import main; "
+    blocked = ("import sys; sys.modules['kubeflow_trainer_api'] = None; from trainjobs.tools.cli.main import main; "
                f"sys.exit(main(['import', {str(IMPORTS / 'kubeflow-kueue.yaml')!r}]))")
     done = __import__("subprocess").run([__import__("sys").executable, "-c", blocked], capture_output=True, text=True,
                                         timeout=120)

@@ -7,7 +7,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from trainjobs import (MpiTrainJob, MpiTrainJobArgs, TorchTrainJob, TorchTrainJobArgs, TrainJobError)
-from trainjobs.tools.render import kubernetes_objects, ranks_text
+from trainjobs.tools.cli.render import kubernetes_objects, ranks_text
 from trainjobs.testing import attempt, run
 
 

@@ -186,3 +186,28 @@ def test_the_users_own_package_imports_beside_trainjobs(installed):
     done = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "own"], project,
                RUN_SECONDS, user_env(venv))
     assert re.search(r"\b1 passed\b", done.stdout), done.stdout
+
+
+def test_the_policy_pack_is_written_from_the_installed_package_and_starts(installed, tmp_path):
+    """policy/README.md's way to enable the pack without a checkout: `trainjobs policy-pack DIR` needs the
+    `policy` extra, says so without it, and the pack it writes starts serving from the installed package."""
+    wheel, _, venv, project = installed
+    pack = tmp_path / "pack"
+    refused = subprocess.run([venv / "bin" / "trainjobs", "policy-pack", pack], cwd=project, env=user_env(venv),
+                             capture_output=True, text=True, timeout=RUN_SECONDS)
+    assert (refused.returncode, refused.stderr) == (2, (
+        f"error: pulumi-policy is not installed beside trainjobs in {venv}, so the pack could not run; install it "
+        "with: pip install 'trainjobs[policy]'\n"))
+    assert not pack.exists()
+    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         f"{wheel}[policy]"], project, INSTALL_SECONDS)
+    run([venv / "bin" / "trainjobs", "policy-pack", pack], project, RUN_SECONDS, user_env(venv))
+    assert f"virtualenv: {venv}\n" in (pack / "PulumiPolicy.yaml").read_text()
+    # Pulumi starts the pack as `python __main__.py` in that virtualenv; it prints the port it serves on.
+    server = subprocess.Popen([venv / "bin" / "python", pack / "__main__.py"], cwd=pack, env=user_env(venv),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip().isdigit(), server.stderr.read() if server.poll() is not None else ""
+    finally:
+        server.kill()
+        server.wait()

@@ -8,12 +8,12 @@ import pulumi
 import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob, TrainJobError
-from trainjobs.tools.provider import TrainJobsProvider, package_schema, schema_text
+from trainjobs.tools.provider.server import TrainJobsProvider, package_schema, schema_text
 from trainjobs.testing import attempt, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "provider" / "schema.json"
-REGENERATE = "python -m trainjobs.tools.provider > provider/schema.json"
+REGENERATE = "python -m trainjobs.tools.provider.server > provider/schema.json"
 
 
 def schema_changes(before: dict, after: dict, path: str = "") -> list[str]:

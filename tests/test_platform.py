@@ -5,7 +5,7 @@ import os
 import shutil
 from pathlib import Path
 
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 from trainjobs.testing import run_program
 
 ROOT = Path(__file__).resolve().parents[1]

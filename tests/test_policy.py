@@ -2,15 +2,19 @@
 policy pack as pulumi-policy loads and runs it."""
 
 import runpy
+import sys
 from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_policy as pp
 import pytest
+import yaml
 
+import trainjobs
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.policy import RULES, rules, violations
+from trainjobs.policy import PACK_DESCRIPTION, RULES, rules, violations
+from trainjobs.tools.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = {"image": "ghcr.io/acme/train:1.4", "namespace": "ml", "num_nodes": 2,
@@ -53,7 +57,7 @@ def test_requests_and_limits(pulumi_stack):
     assert found(rules.requests_and_limits, pulumi_stack(torch())) == []
     messages = found(rules.requests_and_limits, pulumi_stack(torch(resources_per_node={"limits": {"cpu": "2"}})))
     assert messages == ["Job good-node-0: container node has no requests.memory, limits.memory; set them "
-                        "(resources_per_node on a trainjobs job) so the pods land on nodes that fit them"]
+                        "(resources_per_node) so the pods land on nodes that fit them"]
 
 
 def test_gpu_limit_equals_request(pulumi_stack):
@@ -63,7 +67,7 @@ def test_gpu_limit_equals_request(pulumi_stack):
     # The library sets device limits equal to requests; a hand-written Job may not.
     uneven = {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "4"}}
     assert found(rules.gpu_limit_equals_request, pulumi_stack(hand_written_job(resources=uneven))) == [
-        "Job hand: container node requests nvidia.com/gpu 8 but limits it to 4; give the same count on both sides"]
+        "Job hand: container node requests nvidia.com/gpu 8 but limits it to 4; give the same count on both sides (the container's resources)"]
 
 
 def test_shm(pulumi_stack):
@@ -91,7 +95,7 @@ def test_pinned_images(pulumi_stack, image):
     assert found(rules.pinned_images, pulumi_stack(torch(image="localhost:5000/train:3"))) == []
     [message] = found(rules.pinned_images, pulumi_stack(torch(image=image)))
     assert message.startswith(f"Job good-node-0: container node runs {image!r}, ")
-    assert message.endswith("; name a version tag or a digest")
+    assert message.endswith("; name a version tag or a digest (image)")
 
 
 def test_no_secret_literals(pulumi_stack):
@@ -99,7 +103,7 @@ def test_no_secret_literals(pulumi_stack):
     assert found(rules.no_secret_literals, pulumi_stack(torch(env=from_secret))) == []
     assert found(rules.no_secret_literals, pulumi_stack(torch(env={"TOKENIZER": "bpe", "WANDB_PROJECT": "x"}))) == []
     expected = ["Job good-node-0: container node sets {} as a literal value, readable by anyone who can read the "
-                "Job; put it in a Secret and use valueFrom.secretKeyRef or env_from"]
+                "Job; put it in a Secret and use valueFrom.secretKeyRef in env, or env_from"]
     assert found(rules.no_secret_literals, pulumi_stack(torch(env={"WANDB_API_KEY": "abc123"}))) == [
         expected[0].format("WANDB_API_KEY")]
     # A Pulumi secret is still a literal in the Job that anyone with read access sees.
@@ -180,6 +184,11 @@ def test_namespace(pulumi_stack):
 def pack(monkeypatch):
     """policy/__main__.py run as pulumi runs it, its analyzer server stopped as soon as it starts serving;
     the pack's servicer (what the engine talks to) is kept for the test."""
+    return served(monkeypatch, REPO / "policy" / "__main__.py")
+
+
+def served(monkeypatch, main: Path):
+    """The servicer of the pack whose entry point is `main`, run as pulumi runs it."""
     import pulumi_policy.policy as policy_module
 
     servicers = []
@@ -195,7 +204,7 @@ def pack(monkeypatch):
 
     monkeypatch.setattr(policy_module, "_PolicyAnalyzerServicer", Recorded)
     monkeypatch.setattr(policy_module.time, "sleep", stop)
-    runpy.run_path(str(REPO / "policy" / "__main__.py"), run_name="__main__")
+    runpy.run_path(str(main), run_name="__main__")
     [servicer] = servicers
     return servicer
 
@@ -280,3 +289,32 @@ def test_the_librarys_own_gangs_pass_the_gang_rule(pulumi_stack, gang, backend):
 def test_the_packs_readme_lists_every_rule():
     readme = (REPO / "policy" / "README.md").read_text()
     assert [rule.name for rule in RULES if f"| `{rule.name}` |" in readme] == [rule.name for rule in RULES]
+
+
+def test_the_installed_package_writes_a_pack_that_serves_every_rule(tmp_path, monkeypatch, capsys):
+    """`trainjobs policy-pack DIR` needs no checkout: the pack runs the rules of the trainjobs it was written by,
+    in the virtualenv that trainjobs is installed in."""
+    target = tmp_path / "pack"
+    assert main(["policy-pack", str(target)]) == 0
+    assert capsys.readouterr().out == (f"wrote the trainjobs policy pack to {target}/ (PulumiPolicy.yaml, __main__.py, "
+                                       f"requirements.txt); enable it with:\n  pulumi preview --policy-pack {target}\n")
+    assert sorted(p.name for p in target.iterdir()) == ["PulumiPolicy.yaml", "__main__.py", "requirements.txt"]
+    settings = yaml.safe_load((target / "PulumiPolicy.yaml").read_text())
+    in_virtualenv = sys.prefix != sys.base_prefix
+    assert settings == {"description": PACK_DESCRIPTION, "version": trainjobs.__version__,
+                        "runtime": {"name": "python", "options": {
+                            "toolchain": "pip", "virtualenv": sys.prefix if in_virtualenv else "venv"}}}
+    assert (target / "requirements.txt").read_text() == f"trainjobs[policy]=={trainjobs.__version__}\n"
+    info = served(monkeypatch, target / "__main__.py").GetAnalyzerInfo(None, None)
+    assert info.name == "trainjobs" and [p.name for p in info.policies] == [rule.name for rule in RULES]
+
+    assert main(["policy-pack", str(target)]) == 0   # rewritten in place
+    (target / "notes.txt").write_text("mine")
+    assert main(["policy-pack", str(target)]) == 2
+    assert capsys.readouterr().err == (f"error: {target} holds other files (notes.txt); give an empty or new "
+                                       "directory\n")
+
+
+def test_the_repositorys_pack_describes_itself_as_the_written_one():
+    settings = yaml.safe_load((REPO / "policy" / "PulumiPolicy.yaml").read_text())
+    assert settings["description"] == PACK_DESCRIPTION

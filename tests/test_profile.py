@@ -7,7 +7,7 @@ from trainjobs import (MpiTrainJob, PlatformProfile, TorchTrainJob, TorchTrainJo
 from trainjobs.core.args import CommonArgs
 from trainjobs.platform.namespace import TrainingNamespaceArgs, namespace_plan
 from trainjobs.testing import attempt, run, run_program
-from trainjobs.tools.provider import TrainJobsProvider, package_schema
+from trainjobs.tools.provider.server import TrainJobsProvider, package_schema
 
 GPU_POOL = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PROFILE = PlatformProfile(

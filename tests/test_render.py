@@ -1,5 +1,6 @@
 """`trainjobs render` and `explain` on the example stack: golden files, determinism, errors."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -7,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainjobs.tools import render as rendering
-from trainjobs.tools.cli import main
-from trainjobs.tools.render import kubernetes_objects, ranks_text, to_yaml
+from trainjobs.tools.cli import render as rendering
+from trainjobs.tools.cli.main import main
+from trainjobs.tools.cli.render import kubernetes_objects, ranks_text, to_yaml
 from trainjobs.testing import run_program
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +138,7 @@ def test_explain_prints_each_pods_env_with_its_rank(capsys):
 
 def test_explain_unknown_job(capsys):
     assert main(["explain", str(PROGRAM), "--job", "nope"]) == 2
-    assert "no Job 'nope'" in capsys.readouterr().err
+    assert "no job or Job 'nope'" in capsys.readouterr().err
 
 
 def test_explain_marks_mpi_hosts_and_shows_hostfile_and_launcher_env(capsys):
@@ -200,6 +201,25 @@ def test_rerender_says_which_changes_restart_training(tmp_path, capsys):
     assert "+ Job other-node-0: created" in out
 
 
+CHANGES_SECTION = """## Changes since the previous render
+
+Objects: 2 deleted, 1 replaced.
+
+**Training restarts** for job `a`: its pods are replaced, and training starts again from the beginning.
+
+**Training stops** for job `b`: its pods are deleted.
+
+The change leaves the GPUs requested as they were (0).
+
+```text
+! Job a-node-0: replaced, TRAINING RESTARTS (spec.completions, spec.parallelism, spec.template.spec.containers[0].env[0].value)
+- Job b-node-0: deleted (its training stops)
+- Service b: deleted
+```
+
+"""
+
+
 def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path):
     import os
     two = '[{"kind": "TorchTrainJob", "name": "a", "num_nodes": 2}, {"kind": "TorchTrainJob", "name": "b"}]'
@@ -221,11 +241,16 @@ def test_a_rerender_writes_only_what_changed_and_removes_what_went_away(tmp_path
     fresh = tmp_path / "fresh"
     assert main(["render", str(PROGRAM), "--stack", "dev", "--out", str(fresh), "--config",
                  f"jobs={one_bigger}"]) == 0
-    assert files(out) == files(fresh)   # the same bytes as rendering into an empty directory
+    rendered, anew = files(out), files(fresh)
+    # The same bytes as rendering into an empty directory, but for what the summary says the change does.
+    assert {k: v for k, v in rendered.items() if k != "summary.md"} == {k: v for k, v in anew.items()
+                                                                         if k != "summary.md"}
+    head, tail = anew["summary.md"].decode().split("Each diagram", 1)
+    assert rendered["summary.md"].decode() == head + CHANGES_SECTION + "Each diagram" + tail
 
 
 def test_changes_only_touching_job_metadata_do_not_restart_training():
-    from trainjobs.tools.render import changes
+    from trainjobs.tools.cli.render import changes
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"a": "1"}},
            "spec": {"completions": 1, "activeDeadlineSeconds": 10, "template": {"spec": {}}}}
     updated = {**job, "metadata": {"name": "j", "annotations": {"a": "2"}},
@@ -258,3 +283,28 @@ def test_pure_python_yaml_writes_what_libyaml_writes_where_they_differ_by_defaul
     text = rendering.to_yaml(obj)
     assert rendering.to_yaml(obj, rendering.PythonDumper) == text
     assert yaml.load(text, Loader=yaml.SafeLoader) == obj
+
+
+def test_kueue_example_jobset_resized_restarts_training_and_explain_finds_its_pods(tmp_path, capsys):
+    """The Kueue example's allreduce job runs as one JobSet: a new num_nodes replaces it (training restarts),
+    and `explain --job` finds its pods by the job's name or by a role's Job."""
+    assert render(tmp_path, stack="kueue")[0] == 0
+    jobs = yaml.safe_load((ROOT / "Pulumi.kueue.yaml").read_text())["config"]["trainjobs-examples:jobs"]
+    [allreduce] = [job for job in jobs if job["name"] == "allreduce"]
+    assert allreduce["backend"] == "jobset" and allreduce["num_nodes"] == 3
+    allreduce["num_nodes"] = 4
+    capsys.readouterr()
+    assert render(tmp_path, "--config", f"jobs={json.dumps(jobs)}", stack="kueue")[0] == 0
+    changed = capsys.readouterr().out.split("changes since the previous render in", 1)[1].splitlines()[1:]
+    assert changed == [
+        "  ~ ConfigMap allreduce-mpi-hostfile: replaced (data.hostfile)",
+        "  ! JobSet allreduce: replaced, TRAINING RESTARTS (spec.replicatedJobs[0].template.spec.completions, "
+        "spec.replicatedJobs[0].template.spec.parallelism)"]
+
+    assert main(["explain", str(PROGRAM), "--stack", "kueue", "--job", "allreduce"]) == 0
+    pods = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pod ")]
+    assert pods == [f"pod allreduce-node-0-{i}  (Job allreduce-node-0, index {i})" for i in range(3)] + [
+        "pod allreduce-launcher-0-0  (Job allreduce-launcher-0, index 0)"]
+    assert main(["explain", str(PROGRAM), "--stack", "kueue", "--job", "allreduce-launcher-0"]) == 0
+    pods = [line for line in capsys.readouterr().out.splitlines() if line.startswith("pod ")]
+    assert pods == ["pod allreduce-launcher-0-0  (Job allreduce-launcher-0, index 0)"]

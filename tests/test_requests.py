@@ -5,7 +5,9 @@ from decimal import Decimal
 import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.kube.requests import format_quantity, pod_count, pod_requests, total_requests
+from trainjobs.backends import pod_count, total_requests
+from trainjobs.kube import requests
+from trainjobs.kube.requests import format_quantity, pod_requests
 from trainjobs.testing import run
 
 
@@ -29,6 +31,13 @@ def test_pods_times_requests_with_limits_standing_in_for_missing_requests():
     ]
     assert total_requests(manifests) == {"cpu": "10500m", "memory": "66048Mi", "nvidia.com/gpu": "32"}   # 64Gi + 512Mi
     assert pod_count(manifests) == 5
+
+
+def test_kube_totals_take_pod_specs_with_their_counts():
+    """kube/ knows pods, not the objects that make them: the backends feed it pod sets."""
+    gpu, cpu = {"containers": [c(limits={"nvidia.com/gpu": "4"})]}, {"containers": [c({"cpu": "250m"})]}
+    assert requests.total_requests([(3, gpu), (2, cpu), (0, gpu)]) == {"cpu": "500m", "nvidia.com/gpu": "12"}
+    assert requests.total_requests([]) == {}
 
 
 def test_effective_pod_request_counts_sidecars_and_the_largest_init_container():

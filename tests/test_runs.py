@@ -5,7 +5,7 @@ import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob, TrainJobError
 from trainjobs.testing import run
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 
 MNIST = {"image": "pytorch/pytorch:2.13.0", "num_nodes": 2}
 

@@ -6,7 +6,7 @@ import kubernetes_validate
 import pytest
 
 from trainjobs import DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob, TorchTrainJob
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run, run_program
 from trainjobs.testing.checks import manifest_problems
 

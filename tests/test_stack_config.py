@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainjobs.tools.cli import main
+from trainjobs.tools.cli.main import main
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,6 +2,7 @@
 drawn by Mermaid itself (mermaid-cli in headless Chromium, installed by scripts/install-mermaid), so a
 diagram a Markdown viewer would refuse fails here."""
 
+import json
 import os
 import re
 import subprocess
@@ -11,8 +12,8 @@ import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob
 from trainjobs.testing import run
-from trainjobs.tools.cli import main
-from trainjobs.tools.summary import SUMMARY_FILE, summary
+from trainjobs.tools.cli.main import main
+from trainjobs.tools.cli.summary import SUMMARY_FILE, summary
 
 REPO = Path(__file__).resolve().parents[1]
 MERMAID = REPO / "scripts" / "mermaid"
@@ -130,3 +131,95 @@ def test_a_diagram_mermaid_refuses_fails_the_check(tmp_path):
     done = draw(tmp_path / "broken.md", tmp_path / "drawn.md")
     assert done.returncode != 0
     assert "Parse error" in done.stderr or "Error" in done.stderr
+
+
+def _rerendered_summary(tmp_path: Path, backend: str) -> str:
+    """summary.md of a render of one MPI job of 3 hosts x 4 GPUs, over a render of the same job with 2."""
+    def render(nodes: int) -> None:
+        job = {"kind": "MpiTrainJob", "name": "allreduce", "backend": backend, "image": "mpi:1",
+               "command": ["mpirun", "allreduce"], "num_nodes": nodes,
+               "resources_per_node": {"limits": {"nvidia.com/gpu": 4, "cpu": "16", "memory": "64Gi"}}}
+        assert main(["render", str(REPO / "stacks" / "__main__.py"), "--out", str(tmp_path / "out"),
+                     "--config", f"jobs=[{json.dumps(job)}]"]) == 0
+    render(2)
+    render(3)
+    return (tmp_path / "out" / SUMMARY_FILE).read_text()
+
+
+CHANGED = {
+    "jobset": """\
+Objects: 2 replaced.
+
+**Training restarts** for job `allreduce`: its pods are replaced, and training starts again from the beginning.
+
+The change adds 4 GPUs (8 before, 12 after).
+
+```text
+~ ConfigMap allreduce-mpi-hostfile: replaced (data.hostfile)
+! JobSet allreduce: replaced, TRAINING RESTARTS (spec.replicatedJobs[0].template.spec.completions, \
+spec.replicatedJobs[0].template.spec.parallelism)
+```
+""",
+    "jobs": """\
+Objects: 2 replaced.
+
+**Training restarts** for job `allreduce`: its pods are replaced, and training starts again from the beginning.
+
+The change adds 4 GPUs (8 before, 12 after).
+
+```text
+~ ConfigMap allreduce-mpi-hostfile: replaced (data.hostfile)
+! Job allreduce-node-0: replaced, TRAINING RESTARTS (spec.completions, spec.parallelism)
+```
+""",
+}
+
+
+@pytest.mark.parametrize("backend", sorted(CHANGED))
+def test_a_rerender_summary_says_what_the_change_replaces_restarts_and_costs(tmp_path, capsys, backend):
+    """A reviewer reads in summary.md what the terminal's change list says, with the jobs that restart and
+    the GPUs the change adds, whichever backend runs the job."""
+    text = _rerendered_summary(tmp_path, backend)
+    section = text.split("## Changes since the previous render\n\n", 1)[1].split("\nEach diagram", 1)[0]
+    assert section == CHANGED[backend]
+    printed = capsys.readouterr().out.split("changes since the previous render in", 1)[1]
+    assert [line.strip() for line in printed.splitlines()[1:] if line.strip()] == \
+        section.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
+
+
+def test_a_rerender_that_adds_or_removes_a_job_says_which_starts_or_stops_and_the_gpus(tmp_path):
+    job = {"kind": "TorchTrainJob", "name": "pretrain", "image": "t:1", "num_nodes": 2,
+           "resources_per_node": {"limits": {"nvidia.com/gpu": 8}}}
+    out = tmp_path / "out"
+    program = str(REPO / "stacks" / "__main__.py")
+
+    def render(jobs: list) -> str:
+        assert main(["render", program, "--out", str(out), "--config", f"jobs={json.dumps(jobs)}"]) == 0
+        section = (out / SUMMARY_FILE).read_text().split("## Changes since the previous render\n\n", 1)[1]
+        return section.split("\nEach diagram", 1)[0]
+
+    assert main(["render", program, "--out", str(out), "--config", f"jobs={json.dumps([job])}"]) == 0
+    assert render([job, {**job, "name": "probe", "num_nodes": 1}]) == """\
+Objects: 2 created.
+
+Training starts for job `probe`.
+
+The change adds 8 GPUs (16 before, 24 after).
+
+```text
++ Job probe-node-0: created
++ Service probe: created
+```
+"""
+    assert render([job]) == """\
+Objects: 2 deleted.
+
+**Training stops** for job `probe`: its pods are deleted.
+
+The change frees 8 GPUs (24 before, 16 after).
+
+```text
+- Job probe-node-0: deleted (its training stops)
+- Service probe: deleted
+```
+"""

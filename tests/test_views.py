@@ -3,8 +3,8 @@
 import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.tools.podview import ObjectIndex, pod_view
-from trainjobs.tools.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
+from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.cli.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
 from trainjobs.testing import run
 
 HOSTILE = {
@@ -78,7 +78,7 @@ def test_hostile_env_command_and_file_content_cannot_fake_lines_or_reach_the_ter
 
 
 def test_a_newline_in_an_env_value_from_the_stack_config_stays_on_its_line(capsys):
-    from trainjobs.tools.cli import main
+    from trainjobs.tools.cli.main import main
     jobs = 'jobs=[{kind: TorchTrainJob, name: demo, env: {NOTE: "a\\nPET_NNODES=999"}}]'
     assert main(["explain", "stacks/__main__.py", "--config", jobs]) == 0
     lines = capsys.readouterr().out.split("\n")
@@ -192,6 +192,6 @@ def test_each_configmap_and_secret_is_decoded_once_for_all_pods(monkeypatch):
     calls = []
     original = index.get
     monkeypatch.setattr(index, "get", lambda *a: calls.append(a) or original(*a))
-    views = [pod_view(objects[1], i, index) for i in range(50)]
+    views = [pod_view(index.pod_set("j"), i, index) for i in range(50)]
     assert [v.containers[0].env["B"] for v in views] == ["1"] * 50
     assert calls == [("ConfigMap", "env", "default")]

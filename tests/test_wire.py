@@ -1,4 +1,4 @@
-"""Decoding a Construct request's inputs (trainjobs.tools.wire): values, numbers, secrets, unknowns, dependencies."""
+"""Decoding a Construct request's inputs (trainjobs.tools.provider.wire): values, numbers, secrets, unknowns, dependencies."""
 
 import math
 
@@ -6,7 +6,7 @@ from google.protobuf import struct_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainjobs.tools.wire import Leaf, decode_inputs
+from trainjobs.tools.provider.wire import Leaf, decode_inputs
 
 SIG = "4dabf18193072939515e22adb298388d"
 SECRET = "1b47061264138c4ac30d75fd1eb44270"

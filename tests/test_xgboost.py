@@ -6,8 +6,8 @@ import pytest
 
 from trainjobs import (PodTemplate, Resources, TrainJobError, XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob,
                        XGBoostTrainJobArgs)
-from trainjobs.tools.provider import TrainJobsProvider
-from trainjobs.tools.render import kubernetes_objects
+from trainjobs.tools.provider.server import TrainJobsProvider
+from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run
 from trainjobs.testing.checks import manifest_problems
 

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from trainjobs.tools.provider import TrainJobsProvider
+from trainjobs.tools.provider.server import TrainJobsProvider
 from trainjobs.testing import run
 
 PROGRAM = Path(__file__).resolve().parents[1] / "stacks" / "yaml" / "Pulumi.yaml"

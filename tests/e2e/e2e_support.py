@@ -54,7 +54,7 @@ def run_local_command(program: Path | str, *args: str, run_dir: Path, limit: flo
     """The command line; `--timeout` is `limit` scaled, unless `args` give their own (the last one counts)."""
     argv = ["run-local", str(program), "--run-dir", str(run_dir), "--timeout", f"{scaled(limit):g}", *args]
     if python_prelude:
-        code = f"import sys\n{python_prelude}\nfrom trainjobs.tools.cli import main\nsys.exit(main({argv!r}))\n"
+        code = f"import sys\n{python_prelude}\nfrom trainjobs.tools.cli.main import main\nsys.exit(main({argv!r}))\n"
         return [sys.executable, "-c", code]
     return [sys.executable, "-m", "trainjobs.tools.cli", *argv]
 

@@ -4,7 +4,7 @@ import json
 import os
 from pathlib import Path
 
-from trainjobs.tools import cli
+from trainjobs.tools.cli import main as cli
 from trainjobs.localrun import _holder, host_problems
 from trainjobs.localrun.pods import Holders, _address
 

@@ -4,6 +4,7 @@ backoffLimitPerIndex, a JobSet's start order, success policy and whole-group res
 import pytest
 
 from trainjobs.localrun.jobs import JobRun
+from trainjobs.backends.jobset import REPLICATED_JOB
 from trainjobs.localrun.jobsets import Disruption, JobSetRun
 from trainjobs.localrun.plan import JobSpec
 from trainjobs.localrun.policies import PodVerdict, jobset_rule, pod_verdict
@@ -28,10 +29,11 @@ class Pod:
 
 
 def job(name="j", completions=2, backoff_limit=0, rules=(), per_index=None, max_failed=None, replicated=None):
-    spec = JobSpec(name=name, namespace="default", manifest={}, completions=completions, parallelism=completions,
+    manifest = {"metadata": {"labels": {REPLICATED_JOB: replicated}}} if replicated else {}
+    spec = JobSpec(name=name, namespace="default", manifest=manifest, completions=completions, parallelism=completions,
                    backoff_limit=backoff_limit, active_deadline_seconds=None, indexed=True, group="g", slots=[],
                    pod_failure_rules=list(rules), backoff_limit_per_index=per_index, max_failed_indexes=max_failed,
-                   jobset="g" if replicated else None, replicated_job=replicated)
+                   owner="g" if replicated else None)
     return JobRun(spec)
 
 

@@ -11,11 +11,12 @@ from typing import Any, Iterable, Mapping, Protocol
 
 from trainjobs.core.args import TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
+from trainjobs.core.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube import requests
+from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
 
-__all__ = ["Assembly", "Backend", "PodSet", "Workload", "backend", "controller_jobs", "is_workload", "pod_sets",
-           "replace_on_changes", "workload_kinds"]
-
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"   # set on every Indexed Job pod
+__all__ = ["Assembly", "Backend", "PodSet", "Workload", "backend", "controller_jobs", "is_workload", "pod_count",
+           "pod_sets", "replace_on_changes", "replaced_on", "total_requests", "workload_kinds"]
 
 
 @dataclass(frozen=True)
@@ -38,13 +39,28 @@ class PodSet:
         return self.job.get("spec") or {}
 
     @property
+    def what(self) -> str:
+        """How messages name these pods: `Job x`, or `JobSet s job x` for a Job another object makes."""
+        owner = f"{self.owner.get('kind', '?')} {(self.owner.get('metadata') or {}).get('name', '?')}"
+        return owner if self.owner is self.job else f"{owner} job {self.name}"
+
+    @property
+    def job_name(self) -> str | None:
+        """The training job these pods belong to (its name, with its run), None for objects of other origins."""
+        return ((self.template.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)
+
+    @property
+    def pod_spec(self) -> Mapping[str, Any]:
+        return self.template.get("spec") or {}
+
+    @property
     def template(self) -> Mapping[str, Any]:
         return self.spec.get("template") or {}
 
     @property
     def role(self) -> str | None:
         """The job's role these pods play (`trainjobs.io/role`), None for objects of other origins."""
-        return ((self.template.get("metadata") or {}).get("labels") or {}).get("trainjobs.io/role")
+        return ((self.template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE)
 
     @property
     def namespace(self) -> str | None:
@@ -74,7 +90,7 @@ class PodSet:
         labels = {**(meta.get("labels") or {}), "job-name": self.name, "batch.kubernetes.io/job-name": self.name}
         annotations = dict(meta.get("annotations") or {})
         if self.indexed:
-            labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
+            labels[COMPLETION_INDEX_ANNOTATION] = annotations[COMPLETION_INDEX_ANNOTATION] = str(index)
         return labels, annotations
 
 
@@ -115,6 +131,9 @@ class Backend(Protocol):
     """The kinds of object this backend registers to run pods."""
     replace_on_changes: tuple[str, ...]
     """Fields of those objects that cannot change in place: a change replaces the object under Pulumi."""
+    replaced_on: tuple[str, ...]
+    """Every field whose change replaces such an object under Pulumi, and its pods with it (training starts
+    over): `replace_on_changes` and what pulumi-kubernetes replaces by itself. Read by the change list."""
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         """What the job asks of its backend that this one cannot do, or that its controller refuses."""
@@ -175,6 +194,27 @@ def pod_sets(manifests: Iterable[Mapping[str, Any]]) -> list[PodSet]:
     return found
 
 
+def _owner(manifest: Mapping[str, Any]) -> Backend | None:
+    return next((b for b in _backends().values() if b.pod_sets(manifest) is not None), None)
+
+
 def is_workload(manifest: Mapping[str, Any]) -> bool:
     """Whether a backend registered `manifest` to run pods (a Job, a JobSet, ...)."""
-    return any(b.pod_sets(manifest) is not None for b in _backends().values())
+    return _owner(manifest) is not None
+
+
+def replaced_on(manifest: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The fields whose change replaces `manifest` and restarts its pods, as the backend that owns it says;
+    None when no backend registered it."""
+    owner = _owner(manifest)
+    return None if owner is None else owner.replaced_on
+
+
+def total_requests(manifests: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """What every pod the objects make requests in all (`kube.requests.total_requests` of their pod sets)."""
+    return requests.total_requests((s.running, s.pod_spec) for s in pod_sets(manifests))
+
+
+def pod_count(manifests: Iterable[Mapping[str, Any]]) -> int:
+    """How many pods the objects make, counted as total_requests counts them."""
+    return sum(s.running for s in pod_sets(manifests))

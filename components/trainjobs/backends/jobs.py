@@ -7,12 +7,17 @@ fails its Job (within its backoff limit), and nothing restarts the other roles.
 from typing import Any, Mapping
 
 from trainjobs.core.errors import IssueCollector
+from trainjobs.core.failure import IMMUTABLE_PATHS
 from . import Assembly, PodSet, Workload
 
 
 class JobsBackend:
     kinds = ("Job",)
     replace_on_changes = ()   # pulumi-kubernetes itself replaces a Job whose template changes
+    # What pulumi-kubernetes replaces a Job for by itself, and the failure-policy fields the API server
+    # refuses to change (the component declares them).
+    replaced_on = ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
+                   *IMMUTABLE_PATHS)
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         policy = workload.args.failure_policy

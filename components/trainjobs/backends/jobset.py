@@ -56,6 +56,7 @@ class JobSetBackend:
     # The JobSet webhook refuses changes to a JobSet's replicated jobs; pulumi-kubernetes knows nothing
     # of a custom resource's fields, so a changed spec must be declared a replacement.
     replace_on_changes = ("spec",)
+    replaced_on = replace_on_changes
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         """The JobSet webhook's rule beyond the Jobs': its longest pod name, with the 5-character suffix

@@ -25,7 +25,7 @@ from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem, 
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
 from trainjobs.core.profile import apply_profile, from_profile
-from trainjobs.kube.requests import total_requests
+from trainjobs.backends import total_requests
 from trainjobs.kube.templates import upsert
 from trainjobs.scheduling import schedule
 

@@ -1,52 +1,37 @@
-"""What a set of objects asks the cluster for: total resource requests of every pod they create.
+"""What a set of pods asks the cluster for: total resource requests, from each pod spec and how many pods run it.
 
 A pod's request per resource is what the scheduler reserves for it (Kubernetes' effective request):
 the larger of its running containers together (regular containers plus native sidecars) and each init
 container with the sidecars started before it. A container that gives only a limit requests its limit.
 Every pod counts, whether it runs at the same time as the others or not (an initializer runs before
-training): the totals are what a queue or a PodGroup admits the job for.
+training): the totals are what a queue or a PodGroup admits the job for. Which objects make which pods
+is the backends' knowledge (`trainjobs.backends.total_requests` feeds their pod sets here).
 """
 
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from trainjobs.kube.pods import pod_templates
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
 
-__all__ = ["format_quantity", "pod_count", "pod_requests", "summary", "total_requests"]
+__all__ = ["format_quantity", "pod_requests", "summary", "total_requests"]
 
 _BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 _BYTES = ("memory", "ephemeral-storage")
 
 
-def total_requests(manifests: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """Resource name -> total requested by every pod the manifests create (pods x each pod's request),
-    as Kubernetes quantities, sorted by name: e.g. `{"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "32"}`.
-
-    Jobs count `parallelism` pods (1 if unset, at most `completions`), JobSets `replicas` x `parallelism` of each replicated
-    Job, Pods one; other objects create no pods. Resources no pod requests are left out.
-    """
+def total_requests(pods: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, str]:
+    """Resource name -> total requested by `pods`, (how many pods, their pod spec) pairs (each count x that
+    pod's request), as Kubernetes quantities, sorted by name: e.g. `{"cpu": "64", "memory": "512Gi",
+    "nvidia.com/gpu": "32"}`. Resources no pod requests are left out."""
     totals: dict[str, Decimal] = {}
-    for pods, spec in _pod_specs(manifests):
+    for count, spec in pods:
         for resource, amount in pod_requests(spec).items():
-            totals[resource] = totals.get(resource, Decimal(0)) + pods * amount
+            totals[resource] = totals.get(resource, Decimal(0)) + count * amount
     return {resource: format_quantity(resource, totals[resource]) for resource in sorted(totals) if totals[resource]}
 
 
-def pod_count(manifests: Iterable[dict[str, Any]]) -> int:
-    """How many pods the manifests create, counted as total_requests counts them."""
-    return sum(pods for pods, _ in _pod_specs(manifests))
-
-
-def _pod_specs(manifests: Iterable[dict[str, Any]]) -> Iterable[tuple[int, dict[str, Any]]]:
-    """(pods running at once, pod spec) of every pod template in the manifests."""
-    for manifest in manifests:
-        for _, pods, template in pod_templates(manifest):
-            yield pods, template.get("spec") or {}
-
-
-def pod_requests(spec: dict[str, Any]) -> dict[str, Decimal]:
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """A pod's effective request per resource, as the scheduler computes it (pod overhead aside)."""
     running: dict[str, Decimal] = {}
     for container in spec.get("containers", []):
@@ -67,7 +52,7 @@ def pod_requests(spec: dict[str, Any]) -> dict[str, Decimal]:
     return running
 
 
-def _container_requests(container: dict[str, Any]) -> dict[str, Decimal]:
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
     """A value known only at deployment (an Output in a sidecar's resources) is left out."""
     resources = container.get("resources") or {}
     given = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from trainjobs.tools.podview import ObjectIndex
+from trainjobs.tools.cli.podview import ObjectIndex
 from .jobsets import Disruption, jobset_runs
 from .network import Network
 from .output import Filter
@@ -383,7 +383,7 @@ class LocalRun:
         self.echo = Echo(self.console, verbose) if echo_logs else None
         self.verbose = verbose
         self.jobs = [JobRun(spec) for spec in selection.jobs]
-        self.jobsets, self.notes = jobset_runs(objects, self.jobs)
+        self.jobsets, self.notes = jobset_runs(self.jobs)
         self.disruptions = list(disruptions)
         self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
         self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
@@ -601,7 +601,7 @@ class LocalRun:
         failed_sets = {s.name for s in self.jobsets if s.state == "Failed"}
         for job in self.jobs:
             # A JobSet's own failure policy decides for its Jobs; once it has failed, the training job has.
-            if job.state == "Failed" and (job.spec.jobset is None or job.spec.jobset in failed_sets):
+            if job.state == "Failed" and (job.spec.owner is None or job.spec.owner in failed_sets):
                 for other in self.jobs:
                     if other is not job and other.spec.group == job.spec.group and not other.state:
                         other.fail("Stopped", f"Job {job.name} of training job {job.spec.group} failed", now,

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trainjobs.backends.jobset import API_VERSION, KIND
+from trainjobs.backends.jobset import API_VERSION, KIND, REPLICATED_JOB
 from .policies import jobset_rule
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class JobSetRun:
                                             f"{first.name}: {first.reason})", now)
         rule, job = None, first
         for candidate in policy.get("rules") or []:
-            matched = [j for j in failed if jobset_rule([candidate], j.spec.replicated_job, j.failure_reason,
+            matched = [j for j in failed if jobset_rule([candidate], replicated_job(j), j.failure_reason,
                                                         j.failure_message)]
             if matched:
                 rule, job = candidate, matched[0]
@@ -124,17 +124,23 @@ class JobSetRun:
             job.fail("Stopped", f"JobSet {self.name} failed", now, state="Stopped")
 
 
-def jobset_runs(objects: list[dict[str, Any]], jobs: list["JobRun"]) -> tuple[list[JobSetRun], list[str]]:
-    """A controller per JobSet whose Jobs run here, and what of their policies is not emulated."""
+def replicated_job(job: "JobRun") -> str | None:
+    """The replicated job a JobSet's Job belongs to, from the label its controller sets."""
+    return ((job.spec.manifest.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB)
+
+
+def jobset_runs(jobs: list["JobRun"]) -> tuple[list[JobSetRun], list[str]]:
+    """A controller per JobSet whose Jobs run here (the object their pod sets were read from), and what
+    of their policies is not emulated."""
+    owners: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        owner = job.spec.pod_set.owner if job.spec.pod_set is not None else {}
+        if owner.get("apiVersion") == API_VERSION and owner.get("kind") == KIND:
+            owners.setdefault(owner["metadata"]["name"], owner)
     runs, notes = [], []
-    for manifest in objects:
-        if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
-            continue
-        name = manifest["metadata"]["name"]
-        mine = [j for j in jobs if j.spec.jobset == name]
-        if not mine:
-            continue
-        by_replicated = {r["name"]: [j for j in mine if j.spec.replicated_job == r["name"]]
+    for name, manifest in owners.items():
+        mine = [j for j in jobs if j.spec.owner == name]
+        by_replicated = {r["name"]: [j for j in mine if replicated_job(j) == r["name"]]
                          for r in manifest["spec"]["replicatedJobs"]}
         runs.append(JobSetRun(name, manifest, by_replicated))
         for rule in (manifest["spec"].get("failurePolicy") or {}).get("rules") or []:

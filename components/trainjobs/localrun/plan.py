@@ -3,7 +3,7 @@
 Pure: it reads the rendered objects only, starts nothing and needs no privileges, so every
 problem a run would hit late (a missing ConfigMap key, a container without a command, a volume
 kind that cannot be emulated) is reported before anything is created. Pod env, commands and
-volume files come from `trainjobs.tools.podview`, which resolves them as the kubelet does.
+volume files come from `trainjobs.tools.cli.podview`, which resolves them as the kubelet does.
 
 Nothing here knows a training framework: a Job is a Job, whatever its pods run.
 """
@@ -17,11 +17,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from trainjobs.backends import controller_jobs
-from trainjobs.backends.jobset import REPLICATED_JOB, jobset_of
+from trainjobs.backends import PodSet
 from trainjobs.core.args import INT32_MAX
 from trainjobs.core.naming import CLUSTER_DOMAIN
-from trainjobs.tools.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
+from trainjobs.tools.cli.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
                                      volume_files)
 from trainjobs.kube.quantity import parse_quantity
 from . import images
@@ -178,8 +177,8 @@ class JobSpec:
     pod_failure_rules: list[dict[str, Any]] = field(default_factory=list)  # spec.podFailurePolicy.rules
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None
-    jobset: str | None = None  # the JobSet whose controller created the Job
-    replicated_job: str | None = None
+    owner: str | None = None  # the object whose controller creates the Job (a JobSet); None: the Job itself
+    pod_set: PodSet | None = None  # the Job's pods as every tool reads them
 
 
 @dataclass
@@ -219,8 +218,9 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     Jobs run together or not at all. Jobs needing device resources cannot be scheduled here:
     named ones are an error, the others are skipped with the reason.
     """
-    objects = controller_jobs(objects)   # a JobSet runs as the Jobs its controller creates
-    jobs = [o for o in objects if o["kind"] == "Job"]
+    index = ObjectIndex(objects)   # every object that runs pods, read back as the Jobs that run them
+    sets = {s.name: s for s in index.pod_sets}
+    jobs = [s.job for s in sets.values()]
     if not jobs:
         raise PlanError("the rendering has no Job to run")
     by_name = {j["metadata"]["name"]: j for j in jobs}
@@ -261,8 +261,7 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     if not runnable:
         raise PlanError("nothing to run here: " + "; ".join(f"{j}: {why}" for j, why in skipped))
 
-    index = ObjectIndex(objects)
-    specs = [_job_spec(job, index) for job in runnable]
+    specs = [_job_spec(sets[job["metadata"]["name"]], index) for job in runnable]
     warnings = _publish(specs, index) + _mpi_mismatches(specs, index)
     return Selection(specs, skipped, warnings, _image_notes(specs))
 
@@ -279,7 +278,7 @@ def _mpi_mismatches(jobs: list[JobSpec], index: ObjectIndex) -> list[str]:
     on the cluster (another MPI reads none of those env settings), so the user is told which to put first."""
     found = []
     for job in jobs:
-        for container in pod_view(job.manifest, 0, index).containers:
+        for container in pod_view(job.pod_set, 0, index).containers:
             wanted = next((mpi for name, mpi in _MPI_BY_ENV.items() if name in container.env), None)
             # The user's command runs inside the launcher's own script: its mpirun is one of the words.
             program = [w for w in (*container.command, *container.args) if os.path.basename(w) in ("mpirun", "mpiexec")]
@@ -327,7 +326,8 @@ def _image_notes(jobs: list[JobSpec]) -> list[str]:
     return lines
 
 
-def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
+def _job_spec(pod_set: PodSet, index: ObjectIndex) -> JobSpec:
+    job = pod_set.job
     name = job["metadata"]["name"]
     namespace = job["metadata"].get("namespace", "default")
     spec = job["spec"]
@@ -339,7 +339,7 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
     ignored = [key for key in ("successPolicy", "suspend") if spec.get(key)]
     slots = []
     for i in range(completions):
-        view = pod_view(job, i, index, reveal=False)
+        view = pod_view(pod_set, i, index, reveal=False)
         hostname = view.hostname if indexed else f"{name}-{i}"
         slots.append(PodSlot(job=name, index=i, hostname=hostname, namespace=namespace,
                              subdomain=_pod_spec_of(job).get("subdomain"), labels=view.labels, indexed=indexed,
@@ -352,7 +352,7 @@ def _job_spec(job: dict[str, Any], index: ObjectIndex) -> JobSpec:
                        pod_failure_rules=list((spec.get("podFailurePolicy") or {}).get("rules") or []),
                        backoff_limit_per_index=spec.get("backoffLimitPerIndex"),
                        max_failed_indexes=spec.get("maxFailedIndexes"),
-                       jobset=jobset_of(job), replicated_job=(job["metadata"].get("labels") or {}).get(REPLICATED_JOB))
+                       owner=None if pod_set.owner is job else pod_set.owner["metadata"]["name"], pod_set=pod_set)
     for slot in slots:  # surface every configuration problem before anything starts
         pod_spec(job_spec, slot, index, suffix="xxxxx")
     return job_spec
@@ -404,7 +404,7 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
              max_grace: float | None = None) -> PodSpec:
     """Pod `slot` of `job` as one attempt named `<hostname>-<suffix>`: env, commands, volumes resolved."""
     facts = PodFacts(pod_name_suffix=suffix, pod_ip=slot.ip or "<pod IP>", node_name=node_name)
-    view: PodView = pod_view(job.manifest, slot.index, index, reveal=True, facts=facts)
+    view: PodView = pod_view(job.pod_set, slot.index, index, reveal=True, facts=facts)
     spec = _pod_spec_of(job.manifest)
     pod_name = f"{slot.hostname}-{suffix}"
     where = f"Job {job.name} container"

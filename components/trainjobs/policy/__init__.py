@@ -1,5 +1,6 @@
 """Policy rules for stacks of training jobs, as plain functions (trainjobs.policy.rules) and the
-Pulumi policy pack that runs them unchanged (`pulumi preview --policy-pack policy/`, see policy/README.md).
+Pulumi policy pack that runs them unchanged (`trainjobs policy-pack DIR`, then `pulumi preview
+--policy-pack DIR`; see policy/README.md).
 
     from trainjobs.policy import violations
     problems = violations([r.manifest for r in stack.kubernetes()])   # after trainjobs.testing.run(...)
@@ -11,7 +12,11 @@ from typing import Any
 
 from trainjobs.policy import rules
 
-__all__ = ["RULES", "Rule", "Violation", "violations"]
+__all__ = ["PACK_DESCRIPTION", "PACK_NAME", "RULES", "Rule", "Violation", "violations"]
+
+PACK_NAME = "trainjobs"
+PACK_DESCRIPTION = ("Rules for distributed training jobs on Kubernetes (resources, /dev/shm, images, secrets, DNS, "
+                    "gangs, names, namespaces)")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""The rules as pulumi-policy policies: what policy/__main__.py serves to `pulumi preview --policy-pack`.
+"""The rules as pulumi-policy policies: what a pack's __main__.py serves to `pulumi preview --policy-pack`
+(`serve`), in this repository's policy/ and in the pack `trainjobs policy-pack DIR` writes.
 
 Each policy calls its rule unchanged on the object Pulumi is about to register (a resource policy), or
-on every Job and JobSet with the stack's other objects (a stack policy, for rules that read several
+on every object with the stack's other objects (a stack policy, for rules that read several
 objects). Only Kubernetes resources are checked; a rule's minimum is set in the pack's config.
 """
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pulumi_policy as pp
 
-from trainjobs.policy import RULES, Rule, run_rule
+from trainjobs.policy import PACK_NAME, RULES, Rule, run_rule
 
 _CONFIG = {"trainjobs-shm-size": pp.PolicyConfigSchema(
     properties={"minimum": {"type": "string", "description": "Smallest /dev/shm size accepted, e.g. 2Gi"}})}
@@ -74,3 +75,8 @@ def policies() -> list[pp.Policy]:
         made.append(kind(name=rule.name, description=rule.description, validate=validate,
                          config_schema=_CONFIG.get(rule.name)))
     return made
+
+
+def serve() -> None:
+    """Serve the pack to the Pulumi engine; every policy advisory unless the pack's config says otherwise."""
+    pp.PolicyPack(name=PACK_NAME, enforcement_level=pp.EnforcementLevel.ADVISORY, policies=policies())

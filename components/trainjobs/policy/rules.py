@@ -3,19 +3,22 @@
 Each rule takes one object (a manifest dict, camelCase, as pulumi-kubernetes receives it) and, where it
 needs them, the stack's other objects, and returns its violations as messages that say what is wrong
 and what to do. They read only the objects, never a job's arguments, so they hold for anything a stack
-registers: jobs of this library, hand-written Jobs, and objects another tool added.
+registers: jobs of this library, hand-written Jobs, and objects another tool added. An object's pods are
+read through its backend's pod sets (`trainjobs.backends.pod_sets`), so no rule knows which backend made
+them; a message on the pods of a role names the argument of that role that fixes it.
 """
 
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainjobs.backends import PodSet, is_workload, pod_sets
 from trainjobs.core.args import DEFAULT_SHM_SIZE
+from trainjobs.core.initializers import INITIALIZER_ROLES
 from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_label, label_value_problem,
                                    rfc1035_label_problem)
 from trainjobs.families.mpi import LAUNCHER, NODE
-from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
-from trainjobs.kube.pods import describe, job_pods, kind, pod_templates
+from trainjobs.kube.manifests import LABEL_JOB
 from trainjobs.kube.quantity import QuantityError, parse_quantity
 from trainjobs.kube.resources import is_gpu
 from trainjobs.scheduling.coscheduling import POD_GROUP_LABEL as COSCHEDULING_GROUP_LABEL
@@ -39,14 +42,40 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def is_training(template: Mapping[str, Any]) -> bool:
+def kind(obj: Mapping[str, Any]) -> str:
+    return obj.get("kind", "")
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """`Kind name`, as messages name an object."""
+    return f"{kind(obj)} {_meta(obj).get('name', '?')}"
+
+
+def is_training(pods: PodSet) -> bool:
     """Pods of a training role, or of a Job that does not say its role (a hand-written Job)."""
-    role = ((template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE)
-    return role is None or role in TRAINING_ROLES
+    return pods.role is None or pods.role in TRAINING_ROLES
 
 
-def _containers(template: Mapping[str, Any], init: bool = True) -> list[Mapping[str, Any]]:
-    spec = template.get("spec") or {}
+def argument(pods: PodSet, setting: str) -> str:
+    """The argument that sets `setting` (a field of a pod template: resources, shm_size, image, env) for the
+    pods' role: `resources_per_node` for training nodes, `runtime.launcher.resources` for a separate MPI
+    launcher (the job's other settings reach it), `dataset_initializer.resources`,
+    `extra_roles.<role>.resources`. Pods no trainjobs job made are named by the Kubernetes field."""
+    role = pods.role
+    if role is None:
+        return {"shm_size": "a memory-backed emptyDir at /dev/shm"}.get(setting, f"the container's {setting}")
+    if role == NODE:
+        return {"resources": "resources_per_node"}.get(setting, setting)
+    if role == LAUNCHER:   # the job's settings reach it, but resources_per_node sizes MPI hosts only
+        return ("runtime.launcher.resources, or resources_per_node if the launcher is also an MPI host "
+                "(run_launcher_as_node)") if setting == "resources" else setting
+    if role in INITIALIZER_ROLES:
+        return f"{role.replace('-', '_')}.{setting}"
+    return f"extra_roles.{role}.{setting}"
+
+
+def _containers(pods: PodSet, init: bool = True) -> list[Mapping[str, Any]]:
+    spec = pods.pod_spec
     main = list(spec.get("containers") or [])
     return main + list(spec.get("initContainers") or []) if init else main
 
@@ -65,18 +94,18 @@ def requests_and_limits(obj: Mapping[str, Any]) -> list[str]:
     scheduler places them on nodes that fit and a leak kills the pod rather than its neighbours. A CPU limit
     is not required: it only throttles."""
     found = []
-    for what, _, template in pod_templates(obj):
-        if not is_training(template):
+    for pods in pod_sets([obj]):
+        if not is_training(pods):
             continue
-        for container in _containers(template, init=False):
+        for container in _containers(pods, init=False):
             resources = container.get("resources") or {}
             requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
             # A resource with a limit and no request is requested at its limit by the API server.
             missing = [f"requests.{r}" for r in ("cpu", "memory") if r not in requests and r not in limits]
             missing += ["limits.memory"] if "memory" not in limits else []
             if missing:
-                found.append(f"{what}: container {container.get('name')} has no {', '.join(missing)}; set them "
-                             "(resources_per_node on a trainjobs job) so the pods land on nodes that fit them")
+                found.append(f"{pods.what}: container {container.get('name')} has no {', '.join(missing)}; set them "
+                             f"({argument(pods, 'resources')}) so the pods land on nodes that fit them")
     return found
 
 
@@ -84,15 +113,15 @@ def gpu_limit_equals_request(obj: Mapping[str, Any]) -> list[str]:
     """A GPU request equals its limit: Kubernetes refuses anything else for device resources, and a
     container with neither sees every GPU of its node."""
     found = []
-    for what, _, template in pod_templates(obj):
-        for container in _containers(template):
+    for pods in pod_sets([obj]):
+        for container in _containers(pods):
             resources = container.get("resources") or {}
             requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
             for name in sorted({*requests, *limits}):
                 if is_gpu(name) and _quantity(requests.get(name, limits.get(name))) != _quantity(limits.get(name)):
-                    found.append(f"{what}: container {container.get('name')} requests {name} "
+                    found.append(f"{pods.what}: container {container.get('name')} requests {name} "
                                  f"{requests.get(name, 'nothing')} but limits it to {limits.get(name, 'nothing')}; "
-                                 "give the same count on both sides")
+                                 f"give the same count on both sides ({argument(pods, 'resources')})")
     return found
 
 
@@ -101,20 +130,21 @@ def shm_large_enough(obj: Mapping[str, Any], minimum: str = DEFAULT_SHM_SIZE) ->
     64 MiB makes PyTorch data loader workers die with a bus error, and NCCL fail."""
     floor = parse_quantity(minimum)
     found = []
-    for what, _, template in pod_templates(obj):
-        if not is_training(template):
+    for pods in pod_sets([obj]):
+        if not is_training(pods):
             continue
-        volumes = {v.get("name"): v for v in (template.get("spec") or {}).get("volumes") or []}
-        for container in _containers(template, init=False):
+        what, fix = pods.what, argument(pods, "shm_size")
+        volumes = {v.get("name"): v for v in pods.pod_spec.get("volumes") or []}
+        for container in _containers(pods, init=False):
             mount = next((m for m in container.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
             source = (volumes.get(mount.get("name")) or {}).get("emptyDir") if mount else None
             size = (source or {}).get("sizeLimit")
             if source is None or source.get("medium") != "Memory":
                 found.append(f"{what}: container {container.get('name')} has no memory-backed /dev/shm, so it gets "
-                             f"the runtime's 64Mi; mount an emptyDir with medium Memory (shm_size, at least {minimum})")
+                             f"the runtime's 64Mi; mount an emptyDir with medium Memory ({fix}, at least {minimum})")
             elif size is not None and (_quantity(size) is None or _quantity(size) < floor):
                 found.append(f"{what}: container {container.get('name')} has a /dev/shm of {size}; data loader "
-                             f"workers need at least {minimum}: raise shm_size")
+                             f"workers need at least {minimum}: raise {fix}")
     return found
 
 
@@ -122,8 +152,8 @@ def pinned_images(obj: Mapping[str, Any]) -> list[str]:
     """Every image names a tag other than `latest`, or a digest: otherwise two pods of one job can run
     different code, and a rerun is not the run it claims to be."""
     found = []
-    for what, _, template in pod_templates(obj):
-        for container in _containers(template):
+    for pods in pod_sets([obj]):
+        for container in _containers(pods):
             image = container.get("image")
             if not isinstance(image, str):
                 continue   # unknown during preview
@@ -132,8 +162,9 @@ def pinned_images(obj: Mapping[str, Any]) -> list[str]:
             name = image.rsplit("/", 1)[-1]
             tag = name.partition(":")[2]
             if not tag or tag == "latest":
-                found.append(f"{what}: container {container.get('name')} runs {image!r}, "
-                             f"{'latest' if tag else 'untagged'}; name a version tag or a digest")
+                found.append(f"{pods.what}: container {container.get('name')} runs {image!r}, "
+                             f"{'latest' if tag else 'untagged'}; name a version tag or a digest "
+                             f"({argument(pods, 'image')})")
     return found
 
 
@@ -141,16 +172,16 @@ def no_secret_literals(obj: Mapping[str, Any]) -> list[str]:
     """No credential as a literal env value: anyone who can read the Job reads it. Use a Secret and
     `valueFrom.secretKeyRef` (or `env_from`)."""
     found = []
-    for what, _, template in pod_templates(obj):
-        for container in _containers(template):
+    for pods in pod_sets([obj]):
+        for container in _containers(pods):
             for env in container.get("env") or []:
                 value, name = env.get("value"), str(env.get("name", ""))
                 if value in (None, ""):
                     continue
                 if _SECRET_NAME.search(name) or (isinstance(value, str) and _SECRET_VALUE.search(value)):
-                    found.append(f"{what}: container {container.get('name')} sets {name} as a literal value, "
+                    found.append(f"{pods.what}: container {container.get('name')} sets {name} as a literal value, "
                                  "readable by anyone who can read the Job; put it in a Secret and use "
-                                 "valueFrom.secretKeyRef or env_from")
+                                 f"valueFrom.secretKeyRef in {argument(pods, 'env')}, or {argument(pods, 'env_from')}")
     return found
 
 
@@ -164,16 +195,17 @@ def names_fit(obj: Mapping[str, Any]) -> list[str]:
     found = []
     if kind(obj) == "Service" and not is_rfc1035_label(name):
         found.append(f"Service {name}: {rfc1035_label_problem(name)}; pods find each other through it by DNS")
-    elif kind(obj) in ("Job", "JobSet") and not is_dns_subdomain(name):
-        found.append(f"{kind(obj)} {name}: not a valid object name (lowercase letters, digits, '-' and '.')")
-    if kind(obj) == "Job":
-        if len(name) > MAX_DNS_LABEL:
-            found.append(f"Job {name}: {len(name)} characters; its pods' job-name label allows {MAX_DNS_LABEL}")
-        spec = obj.get("spec") or {}
-        if spec.get("completionMode") == "Indexed":
-            hostname = f"{name}-{job_pods(spec) - 1}"
+    elif is_workload(obj) and not is_dns_subdomain(name):
+        found.append(f"{kind(obj)} {name}: not a valid object name (lowercase letters, digits, '-' and '.'); "
+                     "rename the job (name)")
+    for pods in pod_sets([obj]):
+        if len(pods.name) > MAX_DNS_LABEL:
+            found.append(f"{pods.what}: {len(pods.name)} characters; its pods' job-name label allows "
+                         f"{MAX_DNS_LABEL} (shorten the job name)")
+        if pods.indexed:
+            hostname = pods.hostname(pods.count - 1)
             if len(hostname) > MAX_DNS_LABEL:
-                found.append(f"Job {name}: pod hostname {hostname} is {len(hostname)} characters; the limit is "
+                found.append(f"{pods.what}: pod hostname {hostname} is {len(hostname)} characters; the limit is "
                              f"{MAX_DNS_LABEL} (shorten the job name by {len(hostname) - MAX_DNS_LABEL})")
     for key, value in (_meta(obj).get("labels") or {}).items():
         problem = label_value_problem(value) if isinstance(value, str) else None
@@ -185,7 +217,7 @@ def names_fit(obj: Mapping[str, Any]) -> list[str]:
 def not_in_default_namespace(obj: Mapping[str, Any], provider_namespace: str | None = None) -> list[str]:
     """Training objects live in a namespace of their own, where quotas, queues and access are set for
     them, not in `default` (an object with no namespace lands in the provider's, usually `default`)."""
-    if kind(obj) not in ("Job", "JobSet", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PodGroup"):
+    if kind(obj) not in ("Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PodGroup") and not is_workload(obj):
         return []
     namespace = _meta(obj).get("namespace") or provider_namespace
     if namespace is None or namespace == "default":
@@ -205,21 +237,24 @@ def _group(obj: Mapping[str, Any]) -> tuple[Any, str]:
 
 def _members(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     group = _group(obj)
-    return [o for o in stack if kind(o) in ("Job", "JobSet") and _group(o) == group]
+    return [o for o in stack if is_workload(o) and _group(o) == group]
+
+
+def _running(objects: Sequence[Mapping[str, Any]]) -> int:
+    """Pods the objects run at once."""
+    return sum(pods.running for pods in pod_sets(objects))
 
 
 def headless_service(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[str]:
     """A job of several pods has a headless Service, named as its pods' subdomain, that selects them and
     publishes them before they are ready: otherwise rank 0's name does not resolve and workers fail."""
-    if kind(obj) not in ("Job", "JobSet"):
-        return []
-    members = _members(obj, stack)
-    if sum(count for member in members for _, count, _ in pod_templates(member)) <= 1:
+    if not is_workload(obj) or _running(_members(obj, stack)) <= 1:
         return []
     found = []
     services = {(_meta(s).get("namespace"), _meta(s).get("name")): s for s in stack if kind(s) == "Service"}
-    for what, _, template in pod_templates(obj):
-        spec, labels = template.get("spec") or {}, (template.get("metadata") or {}).get("labels") or {}
+    for pods in pod_sets([obj]):
+        what, spec = pods.what, pods.pod_spec
+        labels = (pods.template.get("metadata") or {}).get("labels") or {}
         subdomain = spec.get("subdomain")
         if not subdomain:
             found.append(f"{what}: its pods have no subdomain, so they get no DNS names; set subdomain to the name "
@@ -259,17 +294,19 @@ def gang_scheduled(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -
     extra role runs on its own. A gang is: a single pod, one Job or JobSet queued whole by Kueue, pods in
     one Kueue pod group, or pods that name a PodGroup of the stack (Volcano's group annotation,
     coscheduling's label)."""
-    if kind(obj) not in ("Job", "JobSet"):
+    own = pod_sets([obj])
+    if not own:
         return []
-    if any(is_training(template) for _, _, template in pod_templates(obj)):
-        members = [m for m in _members(obj, stack) if any(is_training(t) for _, _, t in pod_templates(m))]
+    if any(is_training(pods) for pods in own):
+        members = [m for m in _members(obj, stack) if any(is_training(pods) for pods in pod_sets([m]))]
     else:
         members = [obj]
-    alone = sum(count for member in members for _, count, _ in pod_templates(member)) <= 1
+    alone = _running(members) <= 1
     groups = {_meta(g).get("name") for g in stack if kind(g) == "PodGroup"
               and _meta(g).get("namespace") == _meta(obj).get("namespace")}
     found = []
-    for what, _, template in pod_templates(obj):
+    for pods in own:
+        what, template = pods.what, pods.template
         meta = template.get("metadata") or {}
         labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
         group = annotations.get(VOLCANO_GROUP_ANNOTATION) or labels.get(COSCHEDULING_GROUP_LABEL)
@@ -281,9 +318,8 @@ def gang_scheduled(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -
         queue = _queue(obj, template)
         if queue is None or alone or labels.get(KUEUE_POD_GROUP_LABEL):
             continue
-        if kind(obj) == "JobSet" or len(members) == 1:
-            if (_meta(obj).get("labels") or {}).get(KUEUE_QUEUE_LABEL):
-                continue   # Kueue admits one workload whole
+        if len(members) == 1 and (_meta(obj).get("labels") or {}).get(KUEUE_QUEUE_LABEL):
+            continue   # Kueue admits one workload (the object that holds all the job's training pods) whole
         others = sorted(describe(m) for m in members if m is not obj)
         found.append(f"{what}: waits in queue {queue} with no gang: "
                      + (f"it is admitted apart from {', '.join(others)}, " if others else "its pods are admitted one "

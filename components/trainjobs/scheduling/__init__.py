@@ -18,7 +18,7 @@ from typing import Any
 from trainjobs.backends.jobset import child_job_name
 from trainjobs.core.args import GANG_SCHEDULERS, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.kube.requests import pod_count, total_requests
+from trainjobs.backends import pod_count, total_requests
 
 __all__ = ["Gang", "GangScheduler", "PodSet", "Scheduled", "pod_sets", "pod_templates", "schedule"]
 
@@ -42,7 +42,7 @@ class PodSet:
 
     def as_jobs(self) -> list[dict[str, Any]]:
         """The pod set as the Jobs that run it, for counting pods and requests."""
-        return [{"kind": "Job", "spec": self.job_spec}] * self.jobs
+        return [{"apiVersion": "batch/v1", "kind": "Job", "spec": self.job_spec}] * self.jobs
 
 
 def pod_sets(manifests: list[dict[str, Any]]) -> list[PodSet]:

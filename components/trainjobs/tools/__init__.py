@@ -1,2 +1,4 @@
-"""What runs around the library: the `trainjobs` command (render, explain, run-local), the offline
-engine, the per-rank views, the component provider and the generated argument reference."""
+"""What runs around the library, in three parts: the `trainjobs` command and its views (cli/), the
+component provider and its protocol (provider/), and the importer of Kubeflow, MPI Operator and Volcano
+jobs (importer/). Both the command and the test kit (trainjobs.testing) run programs through the offline
+engine (engine, with stack config read by stackconfig)."""

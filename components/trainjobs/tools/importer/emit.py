@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from trainjobs.core.args import EnvVar
 from trainjobs.tools.importer import Imported
-from trainjobs.tools.render import DUMPER, to_yaml
+from trainjobs.tools.cli.render import DUMPER, to_yaml
 
 
 def _identifier(name: str) -> str:
@@ -113,7 +113,7 @@ _ProgramDumper.add_representer(dict, lambda dumper, data: dumper.represent_mappi
 
 
 def pulumi_yaml(imported: list[Imported], sources: list[str]) -> str:
-    from trainjobs.tools.provider import JOB_COMPONENTS
+    from trainjobs.tools.provider.server import JOB_COMPONENTS
 
     args_types = {component.__name__: component.family.args_type for component in JOB_COMPONENTS}
     header = [f"# Imported by `trainjobs import {' '.join(sources)}`.",

@@ -2,14 +2,19 @@
 
 A pull request that changes a stack shows `summary.md` as pictures (GitHub renders Mermaid blocks), so a
 reviewer sees each job's objects, what each is created after, its pods and what it asks the cluster
-for, without reading YAML. Built from the same registrations as the render tree.
+for, without reading YAML. Built from the same registrations as the render tree. Rendered over a previous
+render, it also says what the change does: objects added, removed and replaced, which jobs' training
+restarts, and the GPUs it adds or frees.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainjobs.kube.requests import pod_count, total_requests
+from trainjobs.backends import pod_count, pod_sets, total_requests
 from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.engine import RegisteredResource, StackResult
+
+if TYPE_CHECKING:
+    from trainjobs.tools.cli.render import Changes
 
 SUMMARY_FILE = "summary.md"
 # The totals a job's heading shows, when its pods request them: what a reviewer weighs a change by.
@@ -25,7 +30,7 @@ def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str
 
 def _node_text(label: str, manifest: dict[str, Any] | None) -> str:
     text = label
-    if manifest is not None and manifest["kind"] in ("Job", "JobSet"):
+    if manifest is not None and pod_sets([manifest]):
         pods = pod_count([manifest])
         text += f"<br/>{pods} pod{'s' if pods != 1 else ''}"
     return text.replace('"', "#quot;")
@@ -46,17 +51,52 @@ def totals_text(manifests: list[dict[str, Any]]) -> str:
     return " · ".join(parts)
 
 
-def summary(result: StackResult) -> str:
-    """The summary page: the stack's totals, then each component (each job, and others such as a
-    TrainingNamespace) with its objects as a Mermaid flowchart in which an arrow leads from an object to
-    each object created after it."""
+def _plural(count: int, what: str) -> str:
+    return f"{count} {what}{'s' if count != 1 else ''}"
+
+
+def _jobs(names: tuple[str, ...]) -> str:
+    return ("job " if len(names) == 1 else "jobs ") + ", ".join(f"`{name}`" for name in names)
+
+
+def _their(names: tuple[str, ...]) -> str:
+    return "its" if len(names) == 1 else "their"
+
+
+def changes_text(changes: "Changes") -> list[str]:
+    """The summary's account of a re-render: counts, training that restarts, starts or stops, the GPUs the
+    change adds or frees, then the change list itself."""
+    lines = ["## Changes since the previous render", ""]
+    counted = [f"{count} {change}" for change, count in changes.counts.items() if count]
+    lines += [f"Objects: {', '.join(counted)}." if counted else "Objects: none changed.", ""]
+    if changes.restarts:
+        lines += [f"**Training restarts** for {_jobs(changes.restarts)}: {_their(changes.restarts)} pods are "
+                  "replaced, and training starts again from the beginning.", ""]
+    if changes.stops:
+        lines += [f"**Training stops** for {_jobs(changes.stops)}: {_their(changes.stops)} pods are deleted.", ""]
+    if changes.starts:
+        lines += [f"Training starts for {_jobs(changes.starts)}.", ""]
+    delta = changes.gpus_after - changes.gpus_before
+    gpus = (f"adds {_plural(delta, 'GPU')} ({changes.gpus_before} before, {changes.gpus_after} after)" if delta > 0
+            else f"frees {_plural(-delta, 'GPU')} ({changes.gpus_before} before, {changes.gpus_after} after)"
+            if delta < 0 else f"leaves the GPUs requested as they were ({changes.gpus_after})")
+    lines += [f"The change {gpus}.", "",
+              "```text", *changes.lines, "```", ""]
+    return lines
+
+
+def summary(result: StackResult, changes: "Changes | None" = None) -> str:
+    """The summary page: the stack's totals, what changed since the previous render (given `changes`; a
+    render that changes nothing writes the page a first render writes),
+    then each component (each job, and others such as a TrainingNamespace) with its objects as a Mermaid
+    flowchart in which an arrow leads from an object to each object created after it."""
     by_urn = {r.urn: r for r in result.resources}
     manifests = {r.urn: r.manifest for r in result.kubernetes()}
     children: dict[str | None, list[RegisteredResource]] = {}
     for resource in result.resources:
         children.setdefault(resource.parent_urn, []).append(resource)
 
-    from trainjobs.tools.render import sort_key   # here: render imports this module
+    from trainjobs.tools.cli.render import sort_key   # here: render imports this module
 
     def owned(urn: str) -> list[RegisteredResource]:
         """A component's objects, in the render's order (registration order varies with Outputs)."""
@@ -77,6 +117,8 @@ def summary(result: StackResult) -> str:
              "Each diagram is one job (or other component): its objects, and an arrow from each object to those "
              "created after it (under `pulumi up`, and in this order by GitOps tools that follow it). Objects from "
              "outside the job are drawn with dashed borders.", ""]
+    if changes is not None and changes.lines:
+        lines[4:4] = changes_text(changes)
     for job in jobs:
         objects = owned(job.urn)
         inside = {o.urn for o in objects}

@@ -8,20 +8,22 @@ YAML goes through libyaml when it is installed; the pure-Python dumper writes th
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
-from trainjobs.backends import controller_jobs
-from trainjobs.core.failure import IMMUTABLE_PATHS
+from trainjobs.backends import PodSet, is_workload, pod_count, pod_sets, replaced_on, total_requests
 from trainjobs.kube import requests
-from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
+from trainjobs.kube.quantity import parse_quantity
+from trainjobs.kube.resources import is_gpu
+from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
-from trainjobs.tools.runs import run_changes
-from trainjobs.tools.summary import SUMMARY_FILE, summary
+from trainjobs.tools.cli.runs import run_changes
+from trainjobs.tools.cli.summary import SUMMARY_FILE, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
@@ -142,14 +144,17 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
     return sorted(objects, key=sort_key)
 
 
-def files(result: StackResult, objects: list[dict[str, Any]]) -> dict[str, str]:
+def files(result: StackResult, objects: list[dict[str, Any]],
+          previous: dict[str, str] | None = None) -> tuple[dict[str, str], "Changes | None"]:
     """Every file of a render, by name: one YAML file per object (`objects`: the result's
-    `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams."""
+    `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams; and, given the
+    `previous` render's files, what this render changes (the summary shows it too)."""
     texts = {file_name(obj): to_yaml(obj) for obj in objects}
     texts[RANKS_FILE] = ranks_text(objects)
     texts[TREE_FILE] = tree(result) + "\n"
-    texts[SUMMARY_FILE] = summary(result)
-    return texts
+    changed = changes_since(previous, texts, objects) if previous else None
+    texts[SUMMARY_FILE] = summary(result, changed)
+    return texts, changed
 
 
 def previous_files(out: Path) -> dict[str, str]:
@@ -205,19 +210,18 @@ def tree(result: StackResult) -> str:
 
     def walk(resource, prefix: str, last: bool) -> None:
         detail = ""
-        if resource.is_kubernetes and resource.kind == "Job":
+        if resource.is_kubernetes:
             manifest = manifests[resource.urn]
-            detail = (f"  ({manifest['spec'].get('completions', 1)} pods, requests "
-                      f"{requests.summary(requests.total_requests([manifest]))})")
-        elif resource.is_kubernetes and resource.kind == "JobSet":
-            created = controller_jobs([manifests[resource.urn]])
-            detail = ("  (" + ", ".join(f"{job['metadata']['name']}: {job['spec'].get('completions', 1)} pods"
-                                        for job in created)
-                      + f", requests {requests.summary(requests.total_requests(created))})")
-        elif not resource.is_kubernetes and children.get(resource.urn):
-            owned = controller_jobs([manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests])
-            if requests.pod_count(owned):
-                detail = f"  (requests {requests.summary(requests.total_requests(owned))})"
+            sets = pod_sets([manifest])
+            if sets:
+                own = len(sets) == 1 and sets[0].job is manifest   # the object is its pods' Job
+                counts = (f"{sets[0].count} pods" if own
+                          else ", ".join(f"{s.name}: {s.count} pods" for s in sets))
+                detail = f"  ({counts}, requests {requests.summary(_requests(sets))})"
+        elif children.get(resource.urn):
+            owned = pod_sets(manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests)
+            if sum(s.running for s in owned):
+                detail = f"  (requests {requests.summary(_requests(owned))})"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):
@@ -226,10 +230,14 @@ def tree(result: StackResult) -> str:
     roots = sorted(children.get(None, []), key=lambda r: (r.type, r.name))
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
-    every = controller_jobs(list(manifests.values()))   # a JobSet's pods are its Jobs' pods
-    lines.append(f"Stack requests: {requests.summary(requests.total_requests(every))} in "
-                 f"{requests.pod_count(every)} pods")
+    every = list(manifests.values())
+    lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pod_count(every)} pods")
     return "\n".join(lines)
+
+
+def _requests(sets: list[PodSet]) -> dict[str, str]:
+    """What the pod sets' pods request in all."""
+    return requests.total_requests((s.running, s.pod_spec) for s in sets)
 
 
 def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
@@ -242,7 +250,8 @@ def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
 # --- per-pod views --------------------------------------------------------------------------------
 
 def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> str:
-    """Per pod (of every Job, or of `jobs`): DNS names, the env it really sees, its mounted files.
+    """Per pod (of every pod set, or of those named in `jobs`): DNS names, the env it really sees, its
+    mounted files.
 
     Each file and multi-line script is shown once, above the pods that refer to it; secrets are
     redacted; text that could fake a line or hide itself is escaped (see `shown`). Each Job is
@@ -250,25 +259,34 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     index, so any pod's view follows from them and the work grows with Jobs, not pods.
     """
     index = ObjectIndex(objects)
-    templates = {m["metadata"]["name"]: (m, pod_view(m, 0, index), pod_view(m, 1, index)) for m in index.jobs()}
+    templates = {s.name: (s, pod_view(s, 0, index), pod_view(s, 1, index)) for s in index.pod_sets}
     sites = _file_sites(v0 for _, v0, _ in templates.values())
     hosts = _HostIndex(sites)
     scripts = _Scripts()
     files: dict[tuple, None] = {}
     pods: list[str] = []
-    for name, (manifest, v0, v1) in templates.items():
+    for name, (pod_set, v0, v1) in templates.items():
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
-            each = requests.total_requests([{"kind": "Pod", "spec": manifest["spec"]["template"]["spec"]}])
-            pods += [f"Job {shown(name)}: {requests.pod_count([manifest])} pods, each requests {requests.summary(each)}; in all "
-                     f"{requests.summary(requests.total_requests([manifest]))}", ""]
-            pods += _job_lines(int(manifest["spec"].get("completions", 1)), v0, v1, hosts, scripts)
+            each = requests.total_requests([(1, pod_set.pod_spec)])
+            pods += [f"Job {shown(name)}: {pod_set.running} pods, each requests {requests.summary(each)}; in all "
+                     f"{requests.summary(_requests([pod_set]))}", ""]
+            pods += _job_lines(pod_set.count, v0, v1, hosts, scripts)
     shared = []
     for key in files:
         file, where = sites[key]
         shared.append(f"file {_source(file)}, mounted at {_where(where)}:")
         shared += _content_lines(file.content) + [""]
     return "\n".join(shared + scripts.lines() + pods)
+
+
+def pod_sets_named(objects: list[dict[str, Any]], name: str) -> list[str]:
+    """The pod sets `explain --job name` shows: a training job's (`allreduce`), or the one a role's Job runs
+    (`allreduce-launcher-0`), whichever backend registered them; else those whose Job's name starts with
+    `name-` (a job of another origin)."""
+    sets = pod_sets(objects)
+    return ([s.name for s in sets if name in (s.name, s.job_name)]
+            or [s.name for s in sets if s.name.startswith(f"{name}-")])
 
 
 def shown(text: str) -> str:
@@ -483,10 +501,9 @@ class _Scripts:
 
 # --- what a re-render changes ---------------------------------------------------------------------
 
-# Fields whose change makes pulumi-kubernetes replace the object rather than update it.
+# Fields whose change makes pulumi-kubernetes replace an object of a plain kind rather than update it; what
+# replaces an object that runs pods is its backend's to say (`trainjobs.backends.replaced_on`).
 _REPLACED_BY = {
-    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
-            *IMMUTABLE_PATHS),
     "ConfigMap": ("data", "binaryData"),
     "Secret": ("data", "stringData", "type"),
     "PersistentVolumeClaim": ("spec",),
@@ -494,47 +511,92 @@ _REPLACED_BY = {
 }
 
 
-def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> list[str]:
-    """The runs started and replaced, then `changes`, from a previous render's files to this one's (`texts`,
-    from `objects`); only the objects whose file differs are compared, and only their previous files are parsed."""
+@dataclass(frozen=True)
+class Changes:
+    """What a re-render changes: the change list the terminal prints, and what the summary a pull request
+    shows says of it."""
+
+    lines: tuple[str, ...]
+    """The runs started and replaced, then each object's change (`changes`)."""
+    counts: Mapping[str, int]
+    """Objects created, deleted, replaced and updated in place."""
+    restarts: tuple[str, ...]
+    """Jobs whose training starts over: an object that runs their pods is replaced."""
+    starts: tuple[str, ...]
+    """Jobs whose pods an added object runs."""
+    stops: tuple[str, ...]
+    """Jobs whose pods a deleted object ran: their training stops."""
+    gpus_before: int
+    gpus_after: int
+
+
+def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> Changes:
+    """What applying this render (`texts`, from `objects`) over a previous render's files does; only the
+    objects whose file differs are compared, and only their previous files are parsed."""
     differ = {name for name in previous.keys() | texts.keys()
               if name.endswith(".yaml") and previous.get(name) != texts.get(name)}
     before = [yaml.load(previous[name], Loader=LOADER) for name in sorted(differ & previous.keys())]
     unchanged = [obj for obj in objects if file_name(obj) not in differ]   # the same in both renders
-    return run_changes(before + unchanged, objects) + changes(before, [obj for obj in objects
-                                                                       if file_name(obj) in differ])
+    found = _object_changes(before, [obj for obj in objects if file_name(obj) in differ])
+    counts = Counter(change for _, change, _, _ in found)
+
+    def jobs(*wanted: str) -> tuple[str, ...]:
+        return tuple(sorted({s.job_name or s.owner["metadata"]["name"]
+                             for _, change, obj, restarts in found if change in wanted and restarts
+                             for s in pod_sets([obj])}))
+
+    return Changes(lines=tuple(run_changes(before + unchanged, objects) + [line for line, *_ in found]),
+                   counts={c: counts[c] for c in ("created", "deleted", "replaced", "updated in place")},
+                   restarts=jobs("replaced"), starts=jobs("created"), stops=jobs("deleted"),
+                   gpus_before=_gpus(before + unchanged), gpus_after=_gpus(objects))
+
+
+def _gpus(objects: list[dict[str, Any]]) -> int:
+    """GPUs (of every device resource) the objects' pods request in all."""
+    return int(sum(parse_quantity(amount) for name, amount in total_requests(objects).items() if is_gpu(name)))
 
 
 def changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
     """What applying `after` over `before` does to each object, and which changes restart training.
 
-    A Job is replaced when its pod template or counts change; Kubernetes cannot update them, so the
-    running pods are deleted and training starts again from the beginning.
+    An object that runs pods (a Job, a JobSet, ...) is replaced when a field its backend cannot change in
+    place changes (a Job's pod template or counts, a JobSet's spec): its running pods are deleted and
+    training starts again from the beginning.
     """
+    return [line for line, *_ in _object_changes(before, after)]
+
+
+def _object_changes(before: list[dict[str, Any]],
+                    after: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any], bool]]:
+    """(line, change, the object, whether its pods start, stop or restart) for each object that changes."""
     def key(obj):
         return (obj["kind"], obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])
 
     old = {key(o): o for o in before}
     new = {key(o): o for o in after}
-    lines = []
+    found = []
     for k in sorted(set(old) | set(new)):
         kind, _, name = k
         if k not in old:
-            lines.append(f"+ {kind} {name}: created")
+            found.append((f"+ {kind} {name}: created", "created", new[k], is_workload(new[k])))
         elif k not in new:
-            lines.append(f"- {kind} {name}: deleted" + (" (its training stops)" if kind == "Job" else ""))
+            runs = is_workload(old[k])
+            found.append((f"- {kind} {name}: deleted" + (" (its training stops)" if runs else ""), "deleted", old[k],
+                          runs))
         elif old[k] != new[k]:
             paths = _changed_paths(old[k], new[k])
+            replacing = replaced_on(new[k])
+            restarts = replacing is not None
             replaced = [p for p in paths if any(p == f or p.startswith(f + ".") or p.startswith(f + "[")
-                                                for f in _REPLACED_BY.get(kind, ()))]
+                                                for f in (replacing or _REPLACED_BY.get(kind, ())))]
             shown = ", ".join(paths[:4]) + (f", ... ({len(paths)} fields)" if len(paths) > 4 else "")
-            if replaced and kind == "Job":
-                lines.append(f"! {kind} {name}: replaced, TRAINING RESTARTS ({shown})")
+            if replaced and restarts:
+                found.append((f"! {kind} {name}: replaced, TRAINING RESTARTS ({shown})", "replaced", new[k], True))
             elif replaced:
-                lines.append(f"~ {kind} {name}: replaced ({shown})")
+                found.append((f"~ {kind} {name}: replaced ({shown})", "replaced", new[k], False))
             else:
-                lines.append(f"~ {kind} {name}: updated in place ({shown})")
-    return lines
+                found.append((f"~ {kind} {name}: updated in place ({shown})", "updated in place", new[k], False))
+    return found
 
 
 def _changed_paths(old: Any, new: Any, path: str = "") -> list[str]:

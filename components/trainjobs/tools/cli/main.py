@@ -1,5 +1,5 @@
 """`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally, import
-jobs from Kubeflow Trainer, the MPI Operator and Volcano."""
+jobs from Kubeflow Trainer, the MPI Operator and Volcano, write the policy pack."""
 
 import argparse
 import os
@@ -9,8 +9,9 @@ from pathlib import Path
 import pulumi
 
 from trainjobs import __version__
-from trainjobs.tools import render
-from trainjobs.tools.summary import SUMMARY_FILE
+from trainjobs.backends import pod_sets
+from trainjobs.tools.cli import render
+from trainjobs.tools.cli.summary import SUMMARY_FILE
 from trainjobs.core.errors import TrainJobError, TrainJobErrors
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 from trainjobs.tools.engine import run_program
@@ -59,9 +60,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         raise FileExistsError(f"--out {out} is a file; choose a directory")
     result = _run(args)
     objects = render.kubernetes_objects(result)
-    texts = render.files(result, objects)
     try:
         previous = render.previous_files(out)
+        texts, changed = render.files(result, objects, previous)
         render.write_files(out, texts, previous)
     except FileExistsError:
         raise
@@ -70,22 +71,23 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 2
     print(texts[render.TREE_FILE], end="")
     print(f"\nwrote {len(objects)} objects, {render.RANKS_FILE}, {render.TREE_FILE} and {SUMMARY_FILE} to {out}/")
-    if previous:
-        changed = render.changes_since(previous, texts, objects)
+    if changed is not None:
         print(f"\nchanges since the previous render in {out}/:")
-        print("\n".join(f"  {line}" for line in changed) if changed else "  none")
+        print("\n".join(f"  {line}" for line in changed.lines) if changed.lines else "  none")
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     result = _run(args)
     objects = render.kubernetes_objects(result)
-    jobs = [o["metadata"]["name"] for o in objects if o["kind"] == "Job"]
     selected = None
     if args.job:
-        selected = [args.job] if args.job in jobs else [j for j in jobs if j.startswith(f"{args.job}-")]
+        selected = render.pod_sets_named(objects, args.job)
         if not selected:
-            print(f"error: no Job {args.job!r}; jobs: {', '.join(jobs)}", file=sys.stderr)
+            sets = pod_sets(objects)
+            jobs = sorted({s.job_name for s in sets if s.job_name})
+            print(f"error: no job or Job {args.job!r}; jobs: {', '.join(jobs) or 'none'}; "
+                  f"Jobs: {', '.join(s.name for s in sets) or 'none'}", file=sys.stderr)
             return 2
     print(render.ranks_text(objects, jobs=selected).rstrip())
     return 0
@@ -141,6 +143,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_policy_pack(args: argparse.Namespace) -> int:
+    from trainjobs.policy.directory import PackError, write_pack
+
+    directory = Path(args.directory)
+    try:
+        written = write_pack(directory)
+    except PackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the trainjobs policy pack to {directory}/ ({', '.join(written)}); enable it with:\n"
+          f"  pulumi preview --policy-pack {directory}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="trainjobs", description=__doc__)
     top.add_argument("--version", action="version", version=f"trainjobs {__version__}")
@@ -161,7 +177,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default: rendered/<stack>)")
     p.set_defaults(func=cmd_render)
     p = program_command("explain", "print, per pod, its DNS names and the env it will really see")
-    p.add_argument("--job", help="only this Job (e.g. myjob-node-0) or this training job's Jobs (myjob)")
+    p.add_argument("--job", help="only this training job's pods (myjob) or one role's Job (myjob-node-0), "
+                                 "whichever backend runs them")
     p.set_defaults(func=cmd_explain)
     p = program_command("run-local", "run the program's Jobs on this machine, each pod in its own namespaces "
                                      "(needs root)")
@@ -193,6 +210,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-dropped", action="store_true",
                    help="import even when fields cannot be expressed; each is listed in the output and on stderr")
     p.set_defaults(func=cmd_import)
+    p = sub.add_parser("policy-pack", help="write the policy pack of this installed trainjobs into a directory, for "
+                                           "pulumi preview --policy-pack DIR")
+    p.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
+    p.set_defaults(func=cmd_policy_pack)
     return top
 
 

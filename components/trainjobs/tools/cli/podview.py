@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from trainjobs.backends import controller_jobs
+from trainjobs.backends import PodSet, pod_sets
 from trainjobs.core.deferred import REDACTED
-from trainjobs.core.naming import CLUSTER_DOMAIN, COMPLETION_INDEX_ANNOTATION, ENV_NAME, FIELD_KEY_PATH
+from trainjobs.core.naming import CLUSTER_DOMAIN, ENV_NAME, FIELD_KEY_PATH
 from trainjobs.kube.quantity import parse_quantity
 
 _VAR_REF = re.compile(rf"\$\$|\$\(({ENV_NAME})\)")
@@ -82,12 +82,12 @@ class ObjectIndex:
     """The rendered objects by kind, namespace and name, for resolving references between them.
 
     A ConfigMap's or Secret's values are decoded once and shared by every pod that refers to them.
-    An object a backend's controller turns into Jobs (a JobSet) is indexed as those Jobs.
+    `pod_sets` are the pods the objects make, read back by the backend that registered each.
     """
 
     def __init__(self, objects: list[dict[str, Any]]):
-        self.objects = controller_jobs(objects)
-        objects = self.objects
+        self.objects = objects
+        self.pod_sets: list[PodSet] = pod_sets(objects)
         self._by_name: dict[tuple[str, str], dict[str, Any]] = {}
         self._by_namespace: dict[tuple[str, str, str], dict[str, Any]] = {}
         for obj in objects:
@@ -96,14 +96,15 @@ class ObjectIndex:
             self._by_namespace[(obj["kind"], obj["metadata"].get("namespace", "default"), name)] = obj
         self._decoded: dict[tuple, Mapping[str, Any] | None] = {}
 
+    def pod_set(self, name: str) -> PodSet | None:
+        """The pod set of that name (the Job that runs its pods)."""
+        return next((s for s in self.pod_sets if s.name == name), None)
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object of that kind and name in `namespace` (None: in any namespace)."""
         if namespace is None:
             return self._by_name.get((kind, name))
         return self._by_namespace.get((kind, namespace, name))
-
-    def jobs(self) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o["kind"] == "Job"]
 
     def data(self, kind: str, name: str, reveal: bool, namespace: str | None = None) -> Mapping[str, str] | None:
         """A ConfigMap's `data` or a Secret's values as text, as env sees them; Secret values redacted
@@ -162,20 +163,15 @@ def expand(value: str, env: dict[str, str]) -> str:
     return _VAR_REF.sub(sub, value)
 
 
-def pod_view(job: dict[str, Any], completion_index: int, index: ObjectIndex, reveal: bool = False,
+def pod_view(pod_set: PodSet, completion_index: int, index: ObjectIndex, reveal: bool = False,
              facts: PodFacts = PodFacts()) -> PodView:
-    job_name = job["metadata"]["name"]
-    namespace = job["metadata"].get("namespace", "default")
-    template = job["spec"]["template"]
-    indexed = job["spec"].get("completionMode") == "Indexed"
-    labels = dict(template.get("metadata", {}).get("labels", {}))
-    annotations = dict(template.get("metadata", {}).get("annotations", {}))
-    labels.update({"job-name": job_name, "batch.kubernetes.io/job-name": job_name})
-    if indexed:
-        labels[COMPLETION_INDEX_ANNOTATION] = str(completion_index)
-        annotations[COMPLETION_INDEX_ANNOTATION] = str(completion_index)
-    hostname = f"{job_name}-{completion_index}" if indexed else job_name
-    spec = template["spec"]
+    """Pod `completion_index` of a pod set, as it will run."""
+    job_name = pod_set.name
+    namespace = pod_set.namespace or "default"
+    indexed = pod_set.indexed
+    labels, annotations = pod_set.pod_metadata(completion_index)
+    hostname = pod_set.hostname(completion_index)
+    spec = pod_set.pod_spec
     pod = {
         "name": f"{hostname}-{facts.pod_name_suffix}",
         "namespace": namespace,

@@ -1,5 +1,5 @@
 """docs/arguments.md, generated from the models: every argument and output with its type, default and
-description, as declared in the code (`python -m trainjobs.tools.reference > docs/arguments.md`)."""
+description, as declared in the code (`python -m trainjobs.tools.provider.reference > docs/arguments.md`)."""
 
 import enum
 import inspect
@@ -12,11 +12,11 @@ import pulumi
 from pydantic import BaseModel
 
 from trainjobs.core.descriptions import field_description
-from trainjobs.tools.provider import COMPONENTS
+from trainjobs.tools.provider.server import COMPONENTS
 
 HEADER = """# Arguments and outputs of every component
 
-Generated from the code by `python -m trainjobs.tools.reference > docs/arguments.md`; a test keeps it
+Generated from the code by `python -m trainjobs.tools.provider.reference > docs/arguments.md`; a test keeps it
 current. "Input" means the argument also takes a Pulumi Output (a secret, or a value unknown during
 preview); "plain" arguments decide objects, pods or env, so they must be known at preview.
 See [components.md](components.md) for how the arguments work together.

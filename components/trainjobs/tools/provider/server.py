@@ -6,7 +6,7 @@ and every description (with its default) comes from the field's docstring in the
 schema cannot drift from the Python API. `provider/PulumiPlugin.yaml` runs `serve()`.
 
 Two steps of Pulumi's server are replaced: the request's inputs are decoded with each secret, unknown
-and dependency kept on its value (trainjobs.tools.wire), and a TrainJobError goes back to the engine
+and dependency kept on its value (trainjobs.tools.provider.wire), and a TrainJobError goes back to the engine
 as the component's bad inputs, with its message and without a Python stack trace.
 """
 
@@ -39,7 +39,7 @@ from trainjobs.families.torch import TorchTrainJob
 from trainjobs.families.torchtune import TorchTuneTrainJob
 from trainjobs.families.xgboost import XGBoostTrainJob
 from trainjobs.platform.namespace import TrainingNamespace
-from trainjobs.tools import wire
+from trainjobs.tools.provider import wire
 from trainjobs.tools.engine import _train_job_error
 
 JOB_COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
@@ -145,7 +145,7 @@ class TrainJobsProvider(ComponentProvider):
 
 
 class _Servicer(ProviderServicer):
-    """Pulumi's provider server, with the inputs decoded as the program meant them (trainjobs.tools.wire)
+    """Pulumi's provider server, with the inputs decoded as the program meant them (trainjobs.tools.provider.wire)
     and a TrainJobError reported as the engine reports a resource's bad inputs: its message, no stack."""
 
     @staticmethod
@@ -200,5 +200,5 @@ def schema_text() -> str:
     return json.dumps(package_schema(), indent=2, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":   # python -m trainjobs.tools.provider > provider/schema.json
+if __name__ == "__main__":   # python -m trainjobs.tools.provider.server > provider/schema.json
     sys.stdout.write(schema_text())

@@ -7,16 +7,17 @@ new run is new objects: the previous run's are deleted when its entry goes, and 
 
 from typing import Any
 
+from trainjobs.backends import is_workload
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_RUN
 
 
 def _runs(objects: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """Job name (without its run) -> the runs whose Jobs are among `objects`."""
+    """Job name (without its run) -> the runs whose pods' objects (Jobs, a JobSet, ...) are among `objects`."""
     found: dict[str, set[str]] = {}
     for obj in objects:
         labels = obj["metadata"].get("labels") or {}
         run, name = labels.get(LABEL_RUN), labels.get(LABEL_JOB)
-        if obj["kind"] in ("Job", "JobSet") and run and name and name.endswith(f"-{run}"):
+        if run and name and name.endswith(f"-{run}") and is_workload(obj):
             found.setdefault(name.removesuffix(f"-{run}"), set()).add(run)
     return found
 
