@@ -5,8 +5,9 @@ from typing import Any
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.naming import rfc1123_label_problem
-from trainjobs.kube.manifests import container, indexed_job
-from trainjobs.kube.templates import overlay, template_env
+from trainjobs.core.objects import container, indexed_job
+from trainjobs.kube.templates import overlay
+from trainjobs.core.objects import template_env
 
 
 def check_extra_roles(issues: IssueCollector, args: TrainJobArgs, reserved: tuple[str, ...]) -> None:

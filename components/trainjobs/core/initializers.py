@@ -7,10 +7,12 @@ from typing import Any
 from trainjobs.core.args import Initializer, PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.deferred import concat, digest
 from trainjobs.core.errors import IssueCollector, shown
-from trainjobs.kube.manifests import container, indexed_job, metadata, object_labels
+from trainjobs.kube.manifests import metadata
+from trainjobs.core.objects import container, indexed_job, object_labels
 from trainjobs.core.naming import argument_value_problem, check_plain, job_name
 from trainjobs.scripts import script
-from trainjobs.kube.templates import overlay, template_env, upsert_env
+from trainjobs.kube.templates import overlay, upsert_env
+from trainjobs.core.objects import template_env
 
 
 WORKSPACE = "/workspace"

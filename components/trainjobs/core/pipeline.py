@@ -19,8 +19,8 @@ from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
 from trainjobs.core.family import Family, Job, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
-from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE, headless_service,
-                                      indexed_job)
+from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE
+from trainjobs.core.objects import headless_service, indexed_job
 from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem, run_job_name
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides

@@ -13,10 +13,12 @@ from pydantic import Field, field_validator
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.kube.manifests import completion_index_env
+from trainjobs.core.objects import container
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.kube.templates import upsert_env
+from trainjobs.core.objects import effective_template, template_env
 
 ROLE = "node"
 COORDINATOR_PORT = 29500

@@ -15,12 +15,14 @@ from trainjobs.core.args import (PodTemplate, Resources, TrainingRuntime, TrainJ
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.kube.manifests import completion_index_env
+from trainjobs.core.objects import container
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.kube.quantity import ceil_value, parse_quantity
-from trainjobs.kube.resources import gpu_count
-from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.core.objects import gpu_count
+from trainjobs.kube.templates import upsert_env
+from trainjobs.core.objects import effective_template, template_env
 
 ROLE = "node"
 TRAINER_PORT = 29500
