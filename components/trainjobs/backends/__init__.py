@@ -1,21 +1,29 @@
 """Backends: what creates a job's pods, chosen by the `backend` argument.
 
-The core builds one Indexed Job per role, the same for every backend; a backend then decides what is
-registered to run them. `jobs` registers the Jobs themselves; `jobset` wraps them into one JobSet
-whose controller creates the very same Jobs. A backend is one module here with a `BACKEND`
-instance; the core looks it up by name and knows none of them.
+The core describes every role's pods as pod sets (trainjobs.core.podsets.Workload), the same for every
+backend, decorated by the failure policy and the gang scheduler; a backend then materializes them as
+the objects it registers, with its own shapes and names. `jobs` registers one Indexed Job per pod
+set; `jobset` one JobSet whose controller creates the very same Jobs. Each backend also says what
+replaces its objects and reads its objects back into pod sets (`PodSet`) for every tool.
+
+One registry: a module of this package registers its backend by name when imported (`register`), and
+every module here is imported when a backend is first looked up; a backend defined elsewhere (a test's)
+registers itself the same way. The core looks a backend up by name and knows none of them.
 """
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+import pkgutil
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
-from trainjobs.core.args import TrainingRuntime, TrainJobArgs
-from trainjobs.core.errors import IssueCollector
+from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION as COMPLETION_INDEX
 
-__all__ = ["Assembly", "Backend", "PodSet", "Workload", "backend", "controller_jobs", "is_workload", "pod_sets",
-           "replace_on_changes", "workload_kinds"]
+if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+    from trainjobs.core.errors import IssueCollector
+    from trainjobs.core.podsets import PodSetSpec, Workload
 
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"   # set on every Indexed Job pod
+__all__ = ["Assembly", "Backend", "PodSet", "backend", "controller_jobs", "is_workload", "names", "pod_sets", "register",
+           "replace_on_changes", "unregister", "workload_kinds"]
 
 
 @dataclass(frozen=True)
@@ -85,23 +93,6 @@ def _count(value: Any, default: int = 1) -> int:
 
 
 @dataclass(frozen=True)
-class Workload:
-    """The Jobs a job runs, as the core built them, and what their order and outcome depend on."""
-
-    name: str
-    args: TrainJobArgs
-    runtime: TrainingRuntime
-    jobs: tuple[dict[str, Any], ...]
-    """The training roles' Jobs, in the family's order."""
-    prerequisites: tuple[dict[str, Any], ...] = ()
-    """Jobs that must complete before training starts (the initializers)."""
-    start_after: Mapping[str, str] = field(default_factory=dict)
-    """Role -> the role whose pods must be ready before its pods start (an MPI launcher after its nodes)."""
-    success_roles: tuple[str, ...] = ()
-    """Roles whose completion completes the job; empty: every training role."""
-
-
-@dataclass(frozen=True)
 class Assembly:
     """What a backend registers for the workload, in apply order, and (dependent, prerequisite) names
     Pulumi orders them by."""
@@ -111,16 +102,25 @@ class Assembly:
 
 
 class Backend(Protocol):
+    summary: str
+    """What it registers, in a few words, for the `backend` argument's description."""
     kinds: tuple[str, ...]
     """The kinds of object this backend registers to run pods."""
     replace_on_changes: tuple[str, ...]
     """Fields of those objects that cannot change in place: a change replaces the object under Pulumi."""
+    start_order: frozenset[str]
+    """Which start conditions (trainjobs.core.podsets READY, COMPLETE) it honours: a pod set that starts
+    after another's is created only then. Pods of a condition it does not honour are created at once."""
 
-    def check(self, issues: IssueCollector, workload: Workload) -> None:
+    def check(self, issues: "IssueCollector", workload: "Workload") -> None:
         """What the job asks of its backend that this one cannot do, or that its controller refuses."""
 
-    def assemble(self, workload: Workload) -> Assembly:
-        """The objects that run the workload's Jobs."""
+    def materialize(self, workload: "Workload") -> Assembly:
+        """The objects that run the workload's pod sets, in apply order."""
+
+    def holders(self, workload: "Workload", pod_sets: "Iterable[PodSetSpec]") -> list[str]:
+        """The names of the registered objects that would hold `pod_sets`, each once, in order: what a
+        controller such as Kueue admits as one unit."""
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The Jobs a controller creates from `manifest` when it is this backend's object, else None."""
@@ -129,9 +129,31 @@ class Backend(Protocol):
         """The pod sets `manifest` makes when it is this backend's object, else None."""
 
 
+_REGISTRY: dict[str, Backend] = {}
+_loaded: list[bool] = []
+
+
+def register(name: str, instance: Backend) -> None:
+    """Make `instance` the backend named `name` (the value of the `backend` argument)."""
+    _REGISTRY[name] = instance
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
 def _backends() -> dict[str, Backend]:
-    from . import jobs, jobset
-    return {"jobs": jobs.BACKEND, "jobset": jobset.BACKEND}
+    """Every registered backend, this package's modules imported (and so registered) on first use."""
+    if not _loaded:
+        _loaded.append(True)
+        for module in pkgutil.iter_modules(__path__):
+            if not module.name.startswith("_"):
+                import_module(f"{__name__}.{module.name}")
+    return _REGISTRY
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_backends())
 
 
 def backend(name: str) -> Backend:

@@ -1,11 +1,11 @@
 """The objects every job is made of, built from its arguments: the job's labels, the headless Service,
-the main container from a pod template, a role's Indexed Job, device limits. Nothing here knows a
+the main container from a pod template, a role's pod set (trainjobs.core.podsets), device limits. Nothing here knows a
 framework; the plain Kubernetes parts they share are in trainjobs.kube."""
 
 from typing import Any
 
 from trainjobs.core.args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
-from trainjobs.core.naming import job_name
+from trainjobs.core.podsets import PodSetSpec
 from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, SERVICE_ROLE, SHM_VOLUME, SKIP_AWAIT,
                                       TIMEOUT_SECONDS, MAIN_CONTAINER, host_network, metadata, metadata_without_name)
 from trainjobs.kube.quantity import ceil_value, parse_quantity
@@ -81,13 +81,15 @@ def _shm_enabled(template: PodTemplate) -> bool:
 
 
 
-def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_container: dict[str, Any],
-                runtime: TrainingRuntime, args: TrainJobArgs, extra_volumes: list[dict[str, Any]] = (),
-                init_containers: list[dict[str, Any]] = (), dns_config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Indexed Job `<N>-<role>-0`: `pods` pods with hostnames `<job>-<i>` in subdomain `N`.
+def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_container: dict[str, Any],
+            runtime: TrainingRuntime, args: TrainJobArgs, extra_volumes: list[dict[str, Any]] = (),
+            init_containers: list[dict[str, Any]] = (), dns_config: dict[str, Any] | None = None,
+            **role_facts: Any) -> PodSetSpec:
+    """The pod set of role `role`: `pods` indexed pods in subdomain `N` (hostnames `<job>-<i>`), with
+    `role_facts` (start order, gang, completes_job, separate: see PodSetSpec).
 
-    restartPolicy Never and an explicit backoffLimit (default 0): one failed rank fails the Job
-    and the Job controller stops its other pods, instead of a partial job hanging.
+    restartPolicy Never and an explicit backoffLimit (default 0): one failed rank fails the role's pods
+    and the Job controller stops the others, instead of a partial job hanging.
     """
     labels = object_labels(name, role, runtime, args)
     annotations = {**runtime.annotations, **args.annotations}
@@ -133,27 +135,15 @@ def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_con
     if template.security_context:
         pod["securityContext"] = template.security_context
 
-    spec: dict[str, Any] = {
-        "completionMode": "Indexed",
-        "completions": pods,
-        "parallelism": pods,
-        "backoffLimit": args.backoff_limit,
-    }
+    rules: dict[str, Any] = {"completionMode": "Indexed", "backoffLimit": args.backoff_limit}
     if args.active_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = args.active_deadline_seconds
+        rules["activeDeadlineSeconds"] = args.active_deadline_seconds
     if args.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
-    spec["template"] = {
-        "metadata": metadata_without_name({**labels, **(template.pod_labels or {})},
-                                          {**annotations, **(template.pod_annotations or {})}),
-        "spec": pod,
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata(job_name(name, role), args.namespace, labels, job_annotations),
-        "spec": spec,
-    }
+        rules["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+    pod_template = {"metadata": metadata_without_name({**labels, **(template.pod_labels or {})},
+                                                      {**annotations, **(template.pod_annotations or {})}),
+                    "spec": pod}
+    return PodSetSpec(role, pods, pod_template, rules, labels, job_annotations, **role_facts)
 
 
 def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs) -> PodTemplate:

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
 from trainjobs.core.component import TrainJobComponent
-from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
 from trainjobs.core.objects import container
 from trainjobs.core.naming import job_name, pod_dns_name
@@ -79,7 +79,7 @@ class JaxFamily(Family):
     outputs_type = JaxOutputs
     reserved_env = RESERVED_ENV   # a deviation: Kubeflow lets user env override them silently
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         derived = [
@@ -91,11 +91,11 @@ class JaxFamily(Family):
         node = container(template, env, ports=[{"containerPort": COORDINATOR_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         return ("jax.distributed.initialize fixes the number of processes and each process id when training "
                 "starts, so a replaced pod cannot rejoin the running processes")
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> JaxOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> JaxOutputs:
         name, args = job.name, job.args
         return JaxOutputs.model_construct(service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace,
                                           coordinator_address=coordinator_address(name),

@@ -14,7 +14,7 @@ from trainjobs.core.args import (PodTemplate, Resources, TrainingRuntime, TrainJ
                                  shared_runtime)
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
 from trainjobs.core.objects import container
 from trainjobs.core.naming import job_name, pod_dns_name
@@ -205,7 +205,7 @@ class TorchFamily(Family):
     outputs_type = TorchOutputs
     reserved_env = {**PET_ENV, **PROCESS_PER_POD_ENV}
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
@@ -216,11 +216,11 @@ class TorchFamily(Family):
         node = container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
-    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+    def check(self, job: Derivation, roles: list[TrainingRole]) -> None:
         if not job.args.torchrun and job.args.num_proc_per_node not in ("auto", "1"):
             job.issues.add("num_proc_per_node", 'with torchrun: false each pod runs one process; use 1 (or "auto")')
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         """A replaced pod rejoins only through torchrun's c10d rendezvous, which admits new members."""
         if not job.args.torchrun:
             return ("with torchrun: false each process joins the process group once, when training starts, so a "
@@ -231,7 +231,7 @@ class TorchFamily(Family):
                     "agents rendezvous again when a pod is replaced")
         return None
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> TorchOutputs:
         name, args = job.name, job.args
         return TorchOutputs.model_construct(
             service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace, master_addr=master_addr(name),

@@ -14,7 +14,7 @@ from trainjobs.kube.pods import pod_templates
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
 
-__all__ = ["format_quantity", "pod_count", "pod_requests", "summary", "total_requests"]
+__all__ = ["counted_requests", "format_quantity", "pod_count", "pod_requests", "summary", "total_requests"]
 
 _BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 _BYTES = ("memory", "ephemeral-storage")
@@ -27,10 +27,15 @@ def total_requests(manifests: Iterable[dict[str, Any]]) -> dict[str, str]:
     Jobs count `parallelism` pods (1 if unset, at most `completions`), JobSets `replicas` x `parallelism` of each replicated
     Job, Pods one; other objects create no pods. Resources no pod requests are left out.
     """
+    return counted_requests(_pod_specs(manifests))
+
+
+def counted_requests(pods: Iterable[tuple[int, dict[str, Any]]]) -> dict[str, str]:
+    """As total_requests, of (pods, pod spec) pairs: the pods of a pod set before any object holds them."""
     totals: dict[str, Decimal] = {}
-    for pods, spec in _pod_specs(manifests):
+    for count, spec in pods:
         for resource, amount in pod_requests(spec).items():
-            totals[resource] = totals.get(resource, Decimal(0)) + pods * amount
+            totals[resource] = totals.get(resource, Decimal(0)) + count * amount
     return {resource: format_quantity(resource, totals[resource]) for resource in sorted(totals) if totals[resource]}
 
 
