@@ -32,13 +32,11 @@ from trainjobs.core.errors import shown
 from trainjobs.core.deferred import GeneratedSSHKey, concat
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import metadata
-from trainjobs.core.objects import container, object_labels
+from trainjobs.core.objects import container, gpu_count, object_labels, template_env
 from trainjobs.core.naming import CLUSTER_DOMAIN, job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.core.objects import gpu_count
 from trainjobs.scripts import script
 from trainjobs.kube.templates import overlay, upsert_env
-from trainjobs.core.objects import template_env
 
 LAUNCHER, NODE, MPI_ROLE = "launcher", "node", "mpi"   # MPI_ROLE: the label role of the hostfile and key
 HOSTFILE_DIR = "/etc/mpi"

@@ -16,13 +16,11 @@ from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
-from trainjobs.core.objects import container
+from trainjobs.core.objects import container, effective_template, gpu_count, template_env
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.kube.quantity import ceil_value, parse_quantity
-from trainjobs.core.objects import gpu_count
 from trainjobs.kube.templates import upsert_env
-from trainjobs.core.objects import effective_template, template_env
 
 ROLE = "node"
 TRAINER_PORT = 29500

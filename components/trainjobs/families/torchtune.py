@@ -23,12 +23,10 @@ from trainjobs.core.args import Initializer, PodTemplate, Resources, TrainJobArg
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.family import Derivation, Family, TrainingRole
-from trainjobs.core.objects import container
+from trainjobs.core.objects import container, effective_template, gpu_count, template_env
 from trainjobs.core.naming import job_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.core.objects import gpu_count
 from trainjobs.kube.templates import upsert_env
-from trainjobs.core.objects import effective_template, template_env
 from trainjobs.families.torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, checked_num_proc_per_node, inject_env, master_addr,
                                       resolve_num_proc_per_node, static_pet_env)
 

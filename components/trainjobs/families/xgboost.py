@@ -14,12 +14,10 @@ from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, buil
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
-from trainjobs.core.objects import container
+from trainjobs.core.objects import container, effective_template, gpu_count, template_env
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.core.objects import gpu_count
 from trainjobs.kube.templates import upsert_env
-from trainjobs.core.objects import effective_template, template_env
 
 ROLE = "node"
 TRACKER_PORT = 29500
