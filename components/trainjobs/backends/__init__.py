@@ -6,12 +6,12 @@ the objects it registers, with its own shapes and names. `jobs` registers one In
 set; `jobset` one JobSet whose controller creates the very same Jobs. Each backend also says what
 replaces its objects and reads its objects back into pod sets (`PodSet`) for every tool.
 
-One registry: a module of this package registers its backend by name when imported (`register`), and
-every module here is imported when a backend is first looked up; a backend defined elsewhere (a test's)
-registers itself the same way. The core looks a backend up by name and knows none of them.
+One registry: `BUILT_IN` names this package's modules, each of which registers its backend by name when
+imported (`register`); they are imported when a backend is first looked up. A backend defined elsewhere
+(a test's) registers itself the same way. The core looks a backend up by name and knows none of them;
+the `backend` argument accepts the registered names, and its description lists them (`summaries`).
 """
 
-import pkgutil
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
@@ -23,7 +23,7 @@ if TYPE_CHECKING:   # the core's types, for annotations only: the core imports t
     from trainjobs.core.podsets import PodSetSpec, Workload
 
 __all__ = ["Assembly", "Backend", "PodSet", "backend", "controller_jobs", "is_workload", "names", "pod_sets", "register",
-           "replace_on_changes", "unregister", "workload_kinds"]
+           "replace_on_changes", "summaries", "unregister", "workload_kinds"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ class Backend(Protocol):
         """The pod sets `manifest` makes when it is this backend's object, else None."""
 
 
+BUILT_IN = ("jobs", "jobset")
+"""This package's backend modules, in the order the `backend` argument's description lists them."""
 _REGISTRY: dict[str, Backend] = {}
 _loaded: list[bool] = []
 
@@ -146,14 +148,18 @@ def _backends() -> dict[str, Backend]:
     """Every registered backend, this package's modules imported (and so registered) on first use."""
     if not _loaded:
         _loaded.append(True)
-        for module in pkgutil.iter_modules(__path__):
-            if not module.name.startswith("_"):
-                import_module(f"{__name__}.{module.name}")
+        for module in BUILT_IN:
+            import_module(f"{__name__}.{module}")
     return _REGISTRY
 
 
 def names() -> tuple[str, ...]:
     return tuple(_backends())
+
+
+def summaries() -> dict[str, str]:
+    """Each backend's name and what it registers, for the `backend` argument's description."""
+    return {name: instance.summary for name, instance in _backends().items()}
 
 
 def backend(name: str) -> Backend:

@@ -5,9 +5,10 @@ this package decorates them: the pods' `schedulerName` and the registered object
 job, then, when `gang_scheduler` names one, that scheduler's labels, annotations and objects, so the pods
 that must run together are placed together. The backend then builds objects that carry them all.
 
-One registry: each module of this package registers its `GangScheduler` by name when imported
-(`register`), and every module here is imported when a scheduler is first looked up; one defined
-elsewhere registers itself the same way. Each declares the arguments it reads (`reads`), from which
+One registry: `BUILT_IN` names this package's modules, each of which registers its `GangScheduler` by
+name when imported (`register`); they are imported when a scheduler is first looked up, and one defined
+elsewhere registers itself the same way. The `gang_scheduler` argument accepts the registered names,
+and its description lists them (`summaries`). Each declares the arguments it reads (`reads`), from which
 this package refuses an argument that no chosen scheduler reads; its own `check` refuses the rest.
 
 The gang of a job is its training pods (node pods, and an MPI launcher): they start together and
@@ -17,7 +18,6 @@ so neither is counted in the gang; each scheduler module still queues them (docs
 
 from __future__ import annotations
 
-import pkgutil
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Mapping
@@ -30,7 +30,7 @@ if TYPE_CHECKING:   # the core's types, for annotations only: the core imports t
     from trainjobs.core.errors import IssueCollector
     from trainjobs.core.podsets import PodSetSpec, Workload
 
-__all__ = ["Gang", "GangScheduler", "Reads", "integration", "names", "register", "schedule", "unregister"]
+__all__ = ["Gang", "GangScheduler", "Reads", "integration", "names", "register", "schedule", "summaries", "unregister"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,8 @@ class GangScheduler:
         raise NotImplementedError
 
 
+BUILT_IN = ("kueue", "volcano", "coscheduling")
+"""This package's scheduler modules, in the order the `gang_scheduler` argument's description lists them."""
 _REGISTRY: dict[str, GangScheduler] = {}
 _loaded: list[bool] = []
 
@@ -120,14 +122,18 @@ def _schedulers() -> dict[str, GangScheduler]:
     """Every registered scheduler, this package's modules imported (and so registered) on first use."""
     if not _loaded:
         _loaded.append(True)
-        for module in pkgutil.iter_modules(__path__):
-            if not module.name.startswith("_"):
-                import_module(f"{__name__}.{module.name}")
+        for module in BUILT_IN:
+            import_module(f"{__name__}.{module}")
     return _REGISTRY
 
 
 def names() -> tuple[str, ...]:
     return tuple(_schedulers())
+
+
+def summaries() -> dict[str, str]:
+    """Each scheduler's name and what it does with the gang, for the `gang_scheduler` argument's description."""
+    return {name: scheduler.summary for name, scheduler in _schedulers().items()}
 
 
 def integration(name: str) -> GangScheduler:

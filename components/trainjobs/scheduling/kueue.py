@@ -5,14 +5,15 @@ its pods at once. A job whose training pods are one Job (torch, TorchTune, JAX, 
 launcher as the only host) is therefore admitted as one unit. A job whose training pods span Jobs (an
 MPI launcher Job and its node Job) would be two Workloads, admitted independently; it needs the JobSet
 backend, whose one JobSet is one Workload. Kueue's pod groups cannot join them either: Kueue leaves
-pods owned by a Job to the Job integration. docs/scheduling.md explains the choice.
+pods owned by a Job to the Job integration. docs/scheduling.md explains the choice. Which objects hold
+the gang's pods is the backend's answer (`Backend.holders`), so a new backend needs no change here.
 
 Kueue suspends the Jobs it manages and resumes them on admission; the job never sets `suspend`, and
 Pulumi is told to ignore it, so a `pulumi up` after admission or re-queueing changes nothing.
 """
 
 from trainjobs.core.args import TrainJobArgs
-from trainjobs.core.errors import IssueCollector
+from trainjobs.core.errors import IssueCollector, shown
 from trainjobs.scheduling import Gang, GangScheduler, Reads, register
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -39,9 +40,9 @@ class Kueue(GangScheduler):
         holders = gang.holders()
         if len(holders) > 1:
             names = ", ".join(holders)
-            gang.issues.add("gang_scheduler", f"Kueue admits each batch/v1 Job on its own, so the Jobs {names}, whose "
-                                              "pods must run together, would be admitted separately: set backend "
-                                              '"jobset" (one JobSet, admitted as one Workload)')
+            gang.issues.add("gang_scheduler", f"Kueue admits each object of backend {shown(args.backend)} on its own, "
+                                              f"so {names}, whose pods must run together, would be admitted "
+                                              'separately: set backend "jobset" (one JobSet, admitted as one Workload)')
         if not args.queue:
             return   # reported by check
         labels = {QUEUE_LABEL: args.queue}
