@@ -62,6 +62,7 @@ class PodsBackend:
     summary = "a bare Pod per pod"
     kinds = ("Pod",)
     replace_on_changes = ("spec",)
+    delete_before_replace = True
     start_order = frozenset()
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:

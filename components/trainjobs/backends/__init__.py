@@ -23,7 +23,7 @@ if TYPE_CHECKING:   # the core's types, for annotations only: the core imports t
     from trainjobs.core.podsets import PodSetSpec, Workload
 
 __all__ = ["Assembly", "Backend", "PodSet", "backend", "controller_jobs", "is_workload", "names", "pod_sets", "register",
-           "replace_on_changes", "summaries", "unregister", "workload_kinds"]
+           "deletes_before_replace", "replace_on_changes", "summaries", "unregister", "workload_kinds"]
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,10 @@ class Backend(Protocol):
     kinds: tuple[str, ...]
     """The kinds of object this backend registers to run pods."""
     replace_on_changes: tuple[str, ...]
-    """Fields of those objects that cannot change in place: a change replaces the object under Pulumi."""
+    """Fields of those objects that cannot change in place, beyond those pulumi-kubernetes itself knows:
+    a change replaces the object under Pulumi, and restarts its pods."""
+    delete_before_replace: bool
+    """Whether a replacement deletes the old object first (pulumi-kubernetes does not for its kind)."""
     start_order: frozenset[str]
     """Which start conditions (trainjobs.core.podsets READY, COMPLETE) it honours: a pod set that starts
     after another's is created only then. Pods of a condition it does not honour are created at once."""
@@ -174,6 +177,10 @@ def workload_kinds() -> tuple[str, ...]:
 def replace_on_changes(kind: str) -> list[str]:
     """The fields whose change replaces an object of `kind` a backend registers (for Pulumi)."""
     return [f for b in _backends().values() if kind in b.kinds for f in b.replace_on_changes]
+
+
+def deletes_before_replace(kind: str) -> bool:
+    return any(kind in b.kinds and b.delete_before_replace for b in _backends().values())
 
 
 def controller_jobs(manifests: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ nothing restarts the other roles.
 from typing import Any, Iterable, Mapping
 
 from trainjobs.core.errors import IssueCollector
+from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.naming import job_name
 from trainjobs.core.podsets import COMPLETE, PodSetSpec, Workload
 from trainjobs.kube.manifests import metadata
@@ -35,7 +36,9 @@ def job(workload: Workload, pod_set: PodSetSpec) -> dict[str, Any]:
 class JobsBackend:
     summary = "an Indexed Job per role, no controller needed"
     kinds = ("Job",)
-    replace_on_changes = ()   # pulumi-kubernetes itself replaces a Job whose template changes
+    # pulumi-kubernetes itself replaces a Job whose template or counts change, but not for the failure policy.
+    replace_on_changes = IMMUTABLE_PATHS
+    delete_before_replace = False
     start_order = frozenset({COMPLETE})   # Pulumi awaits a Job's completion, not its pods' readiness
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:

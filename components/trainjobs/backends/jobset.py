@@ -54,6 +54,7 @@ class JobSetBackend:
     # The JobSet webhook refuses changes to a JobSet's replicated jobs; pulumi-kubernetes knows nothing
     # of a custom resource's fields, so a changed spec must be declared a replacement.
     replace_on_changes = ("spec",)
+    delete_before_replace = True   # its name is taken until the old one is gone
     start_order = frozenset({READY, COMPLETE})   # dependsOn
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
