@@ -2,6 +2,10 @@
 package (here, in a test) registers itself and is used like a built-in one."""
 
 import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pytest
@@ -171,3 +175,13 @@ def test_the_arguments_a_scheduler_reads_come_from_its_declaration(labelling):
     assert found["schedule_timeout_seconds"] == ("only the coscheduling PodGroup has a schedule timeout; only "
                                                  "labelling reads a timeout; kueue has none: remove "
                                                  "schedule_timeout_seconds")
+
+
+def test_the_registries_list_the_built_in_members_in_their_order_whatever_is_imported_first():
+    program = ("import trainjobs.scheduling.coscheduling, trainjobs.backends.jobset\n"
+               "from trainjobs import backends, scheduling\n"
+               "scheduling.register('early', scheduling.GangScheduler())\n"
+               "print(backends.names(), scheduling.names())\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(trainjobs.__file__).parents[1])})
+    assert done.stdout.strip() == "('jobs', 'jobset') ('kueue', 'volcano', 'coscheduling', 'early')"

@@ -153,6 +153,11 @@ def _backends() -> dict[str, Backend]:
         _loaded.append(True)
         for module in BUILT_IN:
             import_module(f"{__name__}.{module}")
+        # Built-in ones first, in BUILT_IN's order, whichever module was imported (and registered) first.
+        ordered = sorted(_REGISTRY.items(), key=lambda item: BUILT_IN.index(item[0]) if item[0] in BUILT_IN
+                         else len(BUILT_IN))
+        _REGISTRY.clear()
+        _REGISTRY.update(ordered)
     return _REGISTRY
 
 
