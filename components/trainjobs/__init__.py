@@ -15,7 +15,7 @@ from trainjobs.core.errors import Issue, TrainJobError
 from trainjobs.families import FAMILIES
 
 if TYPE_CHECKING:
-    # Type checkers and editors cannot follow __getattr__, so they read these imports (tests/test_layers.py
+    # Type checkers and editors cannot follow __getattr__, so they read these imports (tests/test_registries.py
     # checks they are exactly the registry's names); at run time __getattr__ imports on first use.
     from trainjobs.families.jax import JAX_DISTRIBUTED, JaxRuntime, JaxTrainJob, JaxTrainJobArgs
     from trainjobs.families.mpi import (DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED, MPI_DISTRIBUTED, DeepSpeedTrainJob,
