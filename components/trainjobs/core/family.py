@@ -54,10 +54,12 @@ class Derivation:
 class Family:
     """Base of every framework family; a subclass sets the class attributes and the hooks it needs.
 
-    Hooks run in this order: `roles` (the training roles, their templates, env and ports), `check`
-    (rules that need those roles), `objects` (extra objects such as a hostfile or a key Secret),
-    `outputs`. A hook reports a problem with `job.issues.add(argument, message)`; the core raises
-    every problem at once, after all hooks ran, before anything registers.
+    Hooks run in this order: `roles` (the training roles: their templates, env and ports, which starts
+    after which, which end the job), `check` (rules that need those roles), `objects` (extra objects such
+    as a hostfile or a key Secret), `outputs`. Each gets the `Derivation` as `job`. A hook reports a
+    problem with `job.issues.add(argument, message)`; the core raises every problem at once, after all
+    hooks ran, before anything registers. The core makes the roles pod sets; no family knows which
+    backend or scheduler will take them.
     """
 
     component: ClassVar[str]
