@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from trainjobs.kube.apivalidation import Path, Problem, format_path
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import Issue
-from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.kube.naming import rfc1123_label_problem
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.kube.naming import rfc1123_label_problem
 from trainjobs.core.objects import container, pod_set, template_env
 from trainjobs.core.podsets import PodSetSpec
 from trainjobs.kube.templates import overlay

@@ -2,11 +2,12 @@
 derives (`N`, `<N>-<role>-0`), and which Kubernetes rule (trainjobs.kube.naming) each argument must meet."""
 
 from trainjobs.core.errors import IssueCollector
-# Kubernetes' own rules, named here too for the modules that derive from a job's arguments.
+from trainjobs.kube.naming import (dns_subdomain_problem, image_problem, label_value_problem, rfc1123_label_problem,
+                                   storage_uri_problem)
+# Kubernetes' rules that tools/, policy/ and localrun/ still import from here (they live in trainjobs.kube.naming).
 from trainjobs.kube.naming import (CLUSTER_DOMAIN, COMPLETION_INDEX_ANNOTATION, ENV_NAME, FIELD_KEY_PATH,  # noqa: F401
-                                   MAX_DNS_LABEL, dns_subdomain_problem, image_problem, is_dns_label,
-                                   is_dns_subdomain, is_rfc1035_label, label_key_problem, label_value_problem,
-                                   rfc1035_label_problem, rfc1123_label_problem, storage_uri_problem)
+                                   MAX_DNS_LABEL, is_dns_label, is_dns_subdomain, is_rfc1035_label, label_key_problem,
+                                   rfc1035_label_problem)
 
 # The rule for each argument (by its field name) whose value may arrive as an Output: checked at
 # construction when plain, and when Pulumi resolves it otherwise.

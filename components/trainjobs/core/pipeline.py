@@ -18,7 +18,7 @@ from trainjobs.core.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
-from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem, run_job_name
+from trainjobs.core.naming import check_plain, job_name, run_job_name
 from trainjobs.core.objects import headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
@@ -26,6 +26,7 @@ from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, StartAfter, Work
 from trainjobs.core.profile import apply_profile, from_profile
 from trainjobs.kube import apivalidation
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE
+from trainjobs.kube.naming import rfc1035_label_problem
 from trainjobs.kube.requests import total_requests
 from trainjobs.kube.templates import upsert
 from trainjobs.scheduling import schedule

@@ -33,7 +33,8 @@ from trainjobs.core.deferred import GeneratedSSHKey, concat
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import metadata
 from trainjobs.core.objects import container, gpu_count, object_labels, template_env
-from trainjobs.core.naming import CLUSTER_DOMAIN, job_name, pod_dns_name
+from trainjobs.core.naming import job_name, pod_dns_name
+from trainjobs.kube.naming import CLUSTER_DOMAIN
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.scripts import script
 from trainjobs.kube.templates import overlay, upsert_env

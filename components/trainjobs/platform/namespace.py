@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainjobs.core.args import AccessMode, Model, PlatformProfile, _quantity, parse_args, resolve_input_types
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.kube.naming import rfc1123_label_problem
 from trainjobs.kube import apivalidation
 
 __all__ = ["LOCAL_QUEUE_API", "TrainingNamespace", "TrainingNamespaceArgs", "TrainingNamespaceOutputs",
