@@ -4,7 +4,7 @@ import pytest
 
 from trainjobs import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
 from trainjobs.core.pipeline import derive
-from trainjobs.kube.resources import gpu_count
+from trainjobs.core.objects import gpu_count
 from trainjobs.families.torch import TORCH, resolve_num_proc_per_node
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"

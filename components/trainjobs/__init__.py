@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 from trainjobs.core.args import (EnvVar, ExtraRole, FailurePolicy, Initializer, PlatformProfile, PodTemplate, Resources,
                                  TrainingRuntime, TrainJobArgs)
 from trainjobs.core.errors import Issue, TrainJobError
+from trainjobs.families import FAMILIES
 
-if TYPE_CHECKING:   # what type checkers and editors see; at run time __getattr__ imports on first use
+if TYPE_CHECKING:
+    # Type checkers and editors cannot follow __getattr__, so they read these imports (tests/test_registries.py
+    # checks they are exactly the registry's names); at run time __getattr__ imports on first use.
     from trainjobs.families.jax import JAX_DISTRIBUTED, JaxRuntime, JaxTrainJob, JaxTrainJobArgs
     from trainjobs.families.mpi import (DEEPSPEED_DISTRIBUTED, MLX_DISTRIBUTED, MPI_DISTRIBUTED, DeepSpeedTrainJob,
                                         DeepSpeedTrainJobArgs, MlxTrainJob, MlxTrainJobArgs, MpiRuntime, MpiTrainJob, MpiTrainJobArgs)
@@ -23,17 +26,9 @@ if TYPE_CHECKING:   # what type checkers and editors see; at run time __getattr_
     from trainjobs.families.xgboost import XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob, XGBoostTrainJobArgs
     from trainjobs.platform.namespace import TrainingNamespace, TrainingNamespaceArgs
 
-_FAMILY_NAMES = {
-    ".families.jax": ["JAX_DISTRIBUTED", "JaxRuntime", "JaxTrainJob", "JaxTrainJobArgs"],
-    ".families.mpi": ["DEEPSPEED_DISTRIBUTED", "MLX_DISTRIBUTED", "MPI_DISTRIBUTED", "DeepSpeedTrainJob",
-             "DeepSpeedTrainJobArgs", "MlxTrainJob", "MlxTrainJobArgs", "MpiRuntime", "MpiTrainJob", "MpiTrainJobArgs"],
-    ".families.torch": ["TORCH_DISTRIBUTED", "TorchRuntime", "TorchTrainJob", "TorchTrainJobArgs"],
-    ".families.torchtune": ["TORCHTUNE_LLAMA3_2_1B", "TORCHTUNE_LLAMA3_2_3B", "TORCHTUNE_QWEN2_5_1_5B", "TorchTuneRuntime",
-                   "TorchTuneTrainJob", "TorchTuneTrainJobArgs"],
-    ".families.xgboost": ["XGBOOST_DISTRIBUTED", "XGBoostRuntime", "XGBoostTrainJob", "XGBoostTrainJobArgs"],
-    ".platform.namespace": ["TrainingNamespace", "TrainingNamespaceArgs"],
-}
-_MODULE_OF = {name: module for module, names in _FAMILY_NAMES.items() for name in names}
+# Where each lazily imported public name lives: the families' registry, and the platform's component.
+_MODULE_OF = {**{name: f".families.{module}" for module, names in FAMILIES.items() for name in names},
+              **{name: ".platform.namespace" for name in ("TrainingNamespace", "TrainingNamespaceArgs")}}
 
 __all__ = sorted(["EnvVar", "ExtraRole", "FailurePolicy", "Initializer", "Issue", "PlatformProfile", "PodTemplate",
                   "Resources", "TrainJobArgs", "TrainJobError", "TrainingRuntime", *_MODULE_OF])

@@ -1,22 +1,32 @@
 """Backends: what creates a job's pods, chosen by the `backend` argument.
 
-The core builds one Indexed Job per role, the same for every backend; a backend then decides what is
-registered to run them. `jobs` registers the Jobs themselves; `jobset` wraps them into one JobSet
-whose controller creates the very same Jobs. A backend is one module here with a `BACKEND`
-instance; the core looks it up by name and knows none of them.
+The core describes every role's pods as pod sets (trainjobs.core.podsets.Workload), the same for every
+backend, decorated by the failure policy and the gang scheduler; a backend then materializes them as
+the objects it registers, with its own shapes and names. `jobs` registers one Indexed Job per pod
+set; `jobset` one JobSet whose controller creates the very same Jobs. Each backend also says what
+replaces its objects and reads its objects back into pod sets (`PodSet`) for every tool.
+
+One registry: `BUILT_IN` names this package's modules, each of which registers its backend by name when
+imported (`register`); they are imported when a backend is first looked up. A backend defined elsewhere
+(a test's) registers itself the same way. The core looks a backend up by name and knows none of them;
+the `backend` argument accepts the registered names, and its description lists them (`summaries`).
 """
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
-from trainjobs.core.args import TrainingRuntime, TrainJobArgs
-from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import COMPLETION_INDEX_ANNOTATION
 from trainjobs.kube import requests
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
+from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
 
-__all__ = ["Assembly", "Backend", "PodSet", "Workload", "backend", "controller_jobs", "is_workload", "pod_count",
-           "pod_sets", "replace_on_changes", "replaced_on", "total_requests", "workload_kinds"]
+if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+    from trainjobs.core.errors import IssueCollector
+    from trainjobs.core.podsets import PodSetSpec, Workload
+
+__all__ = ["Assembly", "Backend", "PodSet", "backend", "controller_jobs", "deletes_before_replace", "is_workload",
+           "names", "pod_count", "pod_sets", "register", "replace_on_changes", "replaced_on", "summaries",
+           "total_requests", "unregister", "workload_kinds"]
 
 
 @dataclass(frozen=True)
@@ -101,23 +111,6 @@ def _count(value: Any, default: int = 1) -> int:
 
 
 @dataclass(frozen=True)
-class Workload:
-    """The Jobs a job runs, as the core built them, and what their order and outcome depend on."""
-
-    name: str
-    args: TrainJobArgs
-    runtime: TrainingRuntime
-    jobs: tuple[dict[str, Any], ...]
-    """The training roles' Jobs, in the family's order."""
-    prerequisites: tuple[dict[str, Any], ...] = ()
-    """Jobs that must complete before training starts (the initializers)."""
-    start_after: Mapping[str, str] = field(default_factory=dict)
-    """Role -> the role whose pods must be ready before its pods start (an MPI launcher after its nodes)."""
-    success_roles: tuple[str, ...] = ()
-    """Roles whose completion completes the job; empty: every training role."""
-
-
-@dataclass(frozen=True)
 class Assembly:
     """What a backend registers for the workload, in apply order, and (dependent, prerequisite) names
     Pulumi orders them by."""
@@ -127,19 +120,31 @@ class Assembly:
 
 
 class Backend(Protocol):
+    summary: str
+    """What it registers, in a few words, for the `backend` argument's description."""
     kinds: tuple[str, ...]
     """The kinds of object this backend registers to run pods."""
     replace_on_changes: tuple[str, ...]
-    """Fields of those objects that cannot change in place: a change replaces the object under Pulumi."""
+    """Fields of those objects that cannot change in place, beyond those pulumi-kubernetes itself knows:
+    a change replaces the object under Pulumi, and restarts its pods."""
+    delete_before_replace: bool
+    """Whether a replacement deletes the old object first (pulumi-kubernetes does not for its kind)."""
+    start_order: frozenset[str]
+    """Which start conditions (trainjobs.core.podsets READY, COMPLETE) it honours: a pod set that starts
+    after another's is created only then. Pods of a condition it does not honour are created at once."""
     replaced_on: tuple[str, ...]
     """Every field whose change replaces such an object under Pulumi, and its pods with it (training starts
     over): `replace_on_changes` and what pulumi-kubernetes replaces by itself. Read by the change list."""
 
-    def check(self, issues: IssueCollector, workload: Workload) -> None:
+    def check(self, issues: "IssueCollector", workload: "Workload") -> None:
         """What the job asks of its backend that this one cannot do, or that its controller refuses."""
 
-    def assemble(self, workload: Workload) -> Assembly:
-        """The objects that run the workload's Jobs."""
+    def materialize(self, workload: "Workload") -> Assembly:
+        """The objects that run the workload's pod sets, in apply order."""
+
+    def holders(self, workload: "Workload", pod_sets: "Iterable[PodSetSpec]") -> list[str]:
+        """The names of the registered objects that would hold `pod_sets`, each once, in order: what a
+        controller such as Kueue admits as one unit."""
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The Jobs a controller creates from `manifest` when it is this backend's object, else None."""
@@ -148,9 +153,42 @@ class Backend(Protocol):
         """The pod sets `manifest` makes when it is this backend's object, else None."""
 
 
+BUILT_IN = ("jobs", "jobset")
+"""This package's backend modules, in the order the `backend` argument's description lists them."""
+_REGISTRY: dict[str, Backend] = {}
+_loaded: list[bool] = []
+
+
+def register(name: str, instance: Backend) -> None:
+    """Make `instance` the backend named `name` (the value of the `backend` argument)."""
+    _REGISTRY[name] = instance
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
 def _backends() -> dict[str, Backend]:
-    from . import jobs, jobset
-    return {"jobs": jobs.BACKEND, "jobset": jobset.BACKEND}
+    """Every registered backend, this package's modules imported (and so registered) on first use."""
+    if not _loaded:
+        _loaded.append(True)
+        for module in BUILT_IN:
+            import_module(f"{__name__}.{module}")
+        # Built-in ones first, in BUILT_IN's order, whichever module was imported (and registered) first.
+        ordered = sorted(_REGISTRY.items(), key=lambda item: BUILT_IN.index(item[0]) if item[0] in BUILT_IN
+                         else len(BUILT_IN))
+        _REGISTRY.clear()
+        _REGISTRY.update(ordered)
+    return _REGISTRY
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_backends())
+
+
+def summaries() -> dict[str, str]:
+    """Each backend's name and what it registers, for the `backend` argument's description."""
+    return {name: instance.summary for name, instance in _backends().items()}
 
 
 def backend(name: str) -> Backend:
@@ -165,6 +203,10 @@ def workload_kinds() -> tuple[str, ...]:
 def replace_on_changes(kind: str) -> list[str]:
     """The fields whose change replaces an object of `kind` a backend registers (for Pulumi)."""
     return [f for b in _backends().values() if kind in b.kinds for f in b.replace_on_changes]
+
+
+def deletes_before_replace(kind: str) -> bool:
+    return any(kind in b.kinds and b.delete_before_replace for b in _backends().values())
 
 
 def controller_jobs(manifests: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:

@@ -1,21 +1,46 @@
-"""The `jobs` backend: the Indexed Jobs themselves, with no controller beyond Kubernetes' own.
+"""The `jobs` backend: one Indexed Job per pod set, with no controller beyond Kubernetes' own.
 
-Pulumi orders them: training Jobs are created once the initializer Jobs complete. One failed rank
-fails its Job (within its backoff limit), and nothing restarts the other roles.
+A role's Job is `<N>-<role>-0`, the name the JobSet controller gives it too, so pod hostnames and DNS
+names are the same under every backend. Pulumi orders them: a pod set that starts after another's
+completion (training after the initializers) is created once that Job completes. Nothing waits for
+another role's pods to be ready, and one failed rank fails its Job (within its backoff limit) while
+nothing restarts the other roles.
 """
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.failure import IMMUTABLE_PATHS
-from . import Assembly, PodSet, Workload
+from trainjobs.core.naming import job_name
+from trainjobs.core.podsets import COMPLETE, PodSetSpec, Workload
+from trainjobs.kube.manifests import metadata
+from . import Assembly, PodSet, register
+
+
+def job_spec(pod_set: PodSetSpec) -> dict[str, Any]:
+    """The batch/v1 JobSpec that runs a pod set: its rules, every pod at once, its template."""
+    return {**pod_set.rules, "completions": pod_set.count, "parallelism": pod_set.count, "template": pod_set.template}
+
+
+def job(workload: Workload, pod_set: PodSetSpec) -> dict[str, Any]:
+    """The pod set's Job as it is registered on its own, with what applies to every registered object."""
+    spec = job_spec(pod_set)
+    if workload.suspend is not None:
+        spec["suspend"] = workload.suspend
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": metadata(job_name(workload.name, pod_set.role), workload.args.namespace,
+                                 {**pod_set.labels, **workload.labels}, pod_set.annotations),
+            "spec": spec}
 
 
 class JobsBackend:
+    summary = "an Indexed Job per role, no controller needed"
     kinds = ("Job",)
-    replace_on_changes = ()   # pulumi-kubernetes itself replaces a Job whose template changes
-    # What pulumi-kubernetes replaces a Job for by itself, and the failure-policy fields the API server
-    # refuses to change (the component declares them).
+    # pulumi-kubernetes itself replaces a Job whose template or counts change, but not for the failure policy.
+    replace_on_changes = IMMUTABLE_PATHS
+    delete_before_replace = False
+    start_order = frozenset({COMPLETE})   # Pulumi awaits a Job's completion, not its pods' readiness
+    # What pulumi-kubernetes replaces a Job for by itself, and the failure-policy fields above: the change list's.
     replaced_on = ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
                    *IMMUTABLE_PATHS)
 
@@ -26,10 +51,14 @@ class JobsBackend:
                        'whole-group restarts need backend "jobset" (its controller recreates every Job of the job); '
                        'set backend "jobset", or remove max_restarts and restart with `pulumi up --replace`')
 
-    def assemble(self, workload: Workload) -> Assembly:
-        ordering = tuple((job["metadata"]["name"], prerequisite["metadata"]["name"])
-                         for job in workload.jobs for prerequisite in workload.prerequisites)
-        return Assembly((*workload.prerequisites, *workload.jobs), ordering)
+    def materialize(self, workload: Workload) -> Assembly:
+        names = {p.role: job_name(workload.name, p.role) for p in workload.pod_sets}
+        ordering = tuple((names[p.role], names[after.role]) for p in workload.pod_sets
+                         for after in p.starts_after if after.status in self.start_order)
+        return Assembly(tuple(job(workload, p) for p in workload.pod_sets), ordering)
+
+    def holders(self, workload: Workload, pod_sets: Iterable[PodSetSpec]) -> list[str]:
+        return [job_name(workload.name, p.role) for p in pod_sets]
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None   # a Job is what runs
@@ -41,3 +70,4 @@ class JobsBackend:
 
 
 BACKEND = JobsBackend()
+register("jobs", BACKEND)

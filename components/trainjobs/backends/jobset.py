@@ -1,6 +1,7 @@
 """The `jobset` backend: one `jobset.x-k8s.io/v1alpha2` JobSet, shaped as Kubeflow Trainer creates it.
 
-Each Job the core built becomes a replicated job named after its role, with one replica: the JobSet
+Each pod set (but extra roles, Jobs of their own beside it) becomes a replicated job named after its
+role, with one replica, whose template is the Job the `jobs` backend would register: the JobSet
 controller names its Jobs `<jobset>-<replicatedJob>-<jobIndex>`, which is `<N>-<role>-0`, the name
 the Indexed Job backend gives them. So pod hostnames, DNS names, env and the hostfile are the same
 under both backends. The JobSet is named after the job, and its network subdomain is the job's own
@@ -17,12 +18,13 @@ API checks, per-pod views and local runs.
 """
 
 import hashlib
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import MAX_DNS_LABEL
+from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, Workload
 from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
-from . import Assembly, PodSet, Workload
+from trainjobs.kube.naming import MAX_DNS_LABEL
+from . import Assembly, PodSet, jobs, register
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -42,67 +44,60 @@ POD_FAILURE_POLICY = "PodFailurePolicy"
 _AWAIT_ANNOTATIONS = (SKIP_AWAIT, TIMEOUT_SECONDS)
 
 
-def replicated_job_name(job: dict[str, Any]) -> str:
-    return job["metadata"]["labels"][LABEL_ROLE]
-
-
 def child_job_name(jobset: str, replicated_job: str, index: int) -> str:
     """The controller's name for a replicated job's Job (`placement.GenJobName`)."""
     return f"{jobset}-{replicated_job}-{index}"
 
 
 class JobSetBackend:
+    summary = ("one `jobset.x-k8s.io/v1alpha2` JobSet shaped as Kubeflow Trainer creates it, for clusters running "
+               "the JobSet controller; adds start order and whole-group restarts")
     kinds = (KIND,)
     # The JobSet webhook refuses changes to a JobSet's replicated jobs; pulumi-kubernetes knows nothing
     # of a custom resource's fields, so a changed spec must be declared a replacement.
     replace_on_changes = ("spec",)
     replaced_on = replace_on_changes
+    delete_before_replace = True   # its name is taken until the old one is gone
+    start_order = frozenset({READY, COMPLETE})   # dependsOn
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         """The JobSet webhook's rule beyond the Jobs': its longest pod name, with the 5-character suffix
         Kubernetes adds, must be a DNS label of at most 63 characters (the Job allows 6 more)."""
-        for job in (*workload.prerequisites, *workload.jobs):
-            longest = f"{job['metadata']['name']}-{job['spec']['completions'] - 1}-abcde"
+        for pod_set in _held(workload):
+            longest = f"{child_job_name(workload.name, pod_set.role, 0)}-{pod_set.count - 1}-abcde"
             if len(longest) > MAX_DNS_LABEL:
                 issues.add("name", f'with backend "jobset", pod names such as {longest} ({len(longest)} characters, '
                                    f"the last 5 random) exceed {MAX_DNS_LABEL}, which the JobSet webhook refuses: "
                                    "shorten the job name")
                 return
 
-    def assemble(self, workload: Workload) -> Assembly:
+    def materialize(self, workload: Workload) -> Assembly:
         name, args = workload.name, workload.args
-        prerequisites = [replicated_job_name(j) for j in workload.prerequisites]
-        # A role started after another comes after it: dependsOn names only earlier replicated jobs.
-        training = sorted(workload.jobs, key=lambda j: replicated_job_name(j) in workload.start_after)
-        replicated = [_replicated(job, ()) for job in workload.prerequisites]
-        roles = {replicated_job_name(job) for job in training}
-        for job in training:
-            role = replicated_job_name(job)
-            after = workload.start_after.get(role)
-            if after not in roles:   # the role it follows has no pods here (an MPI launcher that is the only node)
-                after = None
-            depends = ([{"name": after, "status": "Ready"}] if after
-                       else [{"name": p, "status": "Complete"} for p in prerequisites])
-            replicated.append(_replicated(job, depends))
-
-        first = workload.jobs[0]["metadata"]
-        annotations = {k: v for k, v in (first.get("annotations") or {}).items()}
+        held = _in_start_order(_held(workload))
+        first = workload.gang()[0]
+        annotations = dict(first.annotations)
         if args.wait_for_completion:
             annotations[WAIT_FOR] = COMPLETED
-        labels = {k: v for k, v in first["labels"].items() if k not in (LABEL_ROLE, "app.kubernetes.io/component")}
+        labels = {k: v for k, v in first.labels.items() if k not in (LABEL_ROLE, "app.kubernetes.io/component")}
         spec: dict[str, Any] = {
             "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
-            "replicatedJobs": replicated,
-            "successPolicy": {"operator": "All",
-                              "targetReplicatedJobs": list(workload.success_roles
-                                                           or [replicated_job_name(j) for j in training])},
-            "failurePolicy": _failure_policy(workload),
+            "replicatedJobs": [_replicated(p) for p in held],
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [p.role for p in held if p.completes_job]},
+            "failurePolicy": _failure_policy(workload, held),
         }
         if args.ttl_seconds_after_finished is not None:
             spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
+        if workload.suspend is not None:
+            spec["suspend"] = workload.suspend
         jobset = {"apiVersion": API_VERSION, "kind": KIND,
-                  "metadata": metadata(name, args.namespace, labels, annotations), "spec": spec}
-        return Assembly((jobset,))
+                  "metadata": metadata(name, args.namespace, {**labels, **workload.labels}, annotations), "spec": spec}
+        # Pods beside the job (extra roles) are no part of it: Jobs of their own, as under the jobs backend.
+        return Assembly((jobset, *(jobs.job(workload, p) for p in workload.pod_sets if p.separate)))
+
+    def holders(self, workload: Workload, pod_sets: Iterable[PodSetSpec]) -> list[str]:
+        """The JobSet holds every pod set but those beside the job, each a Job of its own."""
+        return list(dict.fromkeys(jobs.BACKEND.holders(workload, [p])[0] if p.separate else workload.name
+                                  for p in pod_sets))
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
@@ -119,26 +114,50 @@ class JobSetBackend:
                 for job in child_jobs(dict(manifest))]
 
 
-def _replicated(job: dict[str, Any], depends: list[dict[str, str]] | tuple) -> dict[str, Any]:
-    meta = job["metadata"]
-    template_meta: dict[str, Any] = {"labels": dict(meta["labels"])}
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _AWAIT_ANNOTATIONS}
+def _held(workload: Workload) -> list[PodSetSpec]:
+    """The pod sets the JobSet holds: all but those beside the job."""
+    return [p for p in workload.pod_sets if not p.separate]
+
+
+def _in_start_order(pod_sets: list[PodSetSpec]) -> list[PodSetSpec]:
+    """The pod sets, each after those it starts after (dependsOn names only earlier replicated jobs),
+    otherwise in their order."""
+    ordered: list[PodSetSpec] = []
+    waiting = list(pod_sets)
+    while waiting:
+        pending = {p.role for p in waiting}
+        ready = [p for p in waiting if not any(a.role in pending for a in p.starts_after)] or waiting   # no cycle, but never stuck
+        ordered += ready
+        waiting = [p for p in waiting if all(p is not r for r in ready)]
+    return ordered
+
+
+def _depends_on(pod_set: PodSetSpec) -> list[dict[str, str]]:
+    """A pod set started after another's readiness waits for that alone (which itself waited for the
+    initializers); any other waits for every completion it starts after."""
+    ready = [{"name": a.role, "status": READY} for a in pod_set.starts_after if a.status == READY]
+    return ready or [{"name": a.role, "status": COMPLETE} for a in pod_set.starts_after]
+
+
+def _replicated(pod_set: PodSetSpec) -> dict[str, Any]:
+    template_meta: dict[str, Any] = {"labels": dict(pod_set.labels)}
+    annotations = {k: v for k, v in pod_set.annotations.items() if k not in _AWAIT_ANNOTATIONS}
     if annotations:
         template_meta["annotations"] = annotations
-    entry: dict[str, Any] = {"name": replicated_job_name(job), "replicas": 1,
-                             "template": {"metadata": template_meta, "spec": job["spec"]}}
+    entry: dict[str, Any] = {"name": pod_set.role, "replicas": 1,
+                             "template": {"metadata": template_meta, "spec": jobs.job_spec(pod_set)}}
+    depends = _depends_on(pod_set)
     if depends:
-        entry["dependsOn"] = list(depends)
+        entry["dependsOn"] = depends
     return entry
 
 
-def _failure_policy(workload: Workload) -> dict[str, Any]:
+def _failure_policy(workload: Workload, held: list[PodSetSpec]) -> dict[str, Any]:
     """Restart every child Job when one fails, up to max_restarts; a fatal exit code fails at once."""
     policy = workload.args.failure_policy
     result: dict[str, Any] = {"maxRestarts": policy.max_restarts if policy else 0}
     fatal = any(rule.get("action") == "FailJob"
-                for job in (*workload.prerequisites, *workload.jobs)
-                for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules", []))
+                for p in held for rule in (p.rules.get("podFailurePolicy") or {}).get("rules", []))
     if fatal:
         result["rules"] = [{"name": FATAL_RULE, "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY]}]
     return result
@@ -194,4 +213,5 @@ def jobset_of(job: dict[str, Any]) -> str | None:
 
 
 BACKEND = JobSetBackend()
+register("jobset", BACKEND)
 __all__ = ["API_VERSION", "BACKEND", "KIND", "child_jobs", "jobset_of"]

@@ -1,6 +1,6 @@
 """Which argument put a value where: a problem in a derived manifest, named by the argument behind it.
 
-`core.plan` describes, for each object of a job, whose settings it carries (`Sources`); `issues()`
+The pipeline (`trainjobs.core.pipeline`) describes, for each object of a job, whose settings it carries (`Sources`); `issues()`
 turns apivalidation problems into Issues on argument paths as the user wrote them: the node Job's
 `spec.template.spec.serviceAccountName` is `service_account_name`, a container's env entry is
 `env.<NAME>`, an initializer Job's fields are `dataset_initializer.<field>`, a value the job left
@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from trainjobs.kube.apivalidation import Path, Problem, format_path
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import Issue
-from trainjobs.core.naming import rfc1123_label_problem
+from trainjobs.kube.naming import rfc1123_label_problem
 
 
 @dataclass(frozen=True)

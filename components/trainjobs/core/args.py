@@ -27,13 +27,13 @@ import pulumi
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trainjobs import backends, scheduling
+from trainjobs.core.descriptions import describe_choices
 from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
 from trainjobs.kube.spread import spread_problems
 
 DEFAULT_SHM_SIZE = "1Gi"
-# The gang scheduler integrations, each a module of trainjobs.scheduling.
-GANG_SCHEDULERS = ("kueue", "volcano", "coscheduling")
 INT32_MAX = 2**31 - 1
 # A run identifier is appended to the job name, so it must keep the name an RFC 1035 label.
 RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -474,10 +474,6 @@ class FailurePolicy(Model):
         return self
 
 
-# How a job's pods are created, each a module of trainjobs.backends.
-BACKENDS = ("jobs", "jobset")
-
-
 class CommonArgs(_PodFields):
     """Arguments every training job accepts, whatever its family: the fields of a job's arguments and
     of a platform profile."""
@@ -506,10 +502,8 @@ class CommonArgs(_PodFields):
     wait_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
     """With wait_for_completion, `pulumi.com/timeoutSeconds`. Default: the provider's (10 minutes)."""
     backend: Optional[str] = "jobs"
-    """What the job's pods are created by: "jobs" (an Indexed Job per role, no controller needed) or "jobset"
-    (one `jobset.x-k8s.io/v1alpha2` JobSet shaped as Kubeflow Trainer creates it, for clusters running the
-    JobSet controller; adds start order and whole-group restarts). Pods, env, hostnames, DNS names and the
-    hostfile are the same either way. See docs/backends.md."""
+    """What the job's pods are created by: {choices}. Pods, env, hostnames, DNS names and the hostfile are the
+    same either way. See docs/backends.md."""
     dataset_initializer: Optional[Initializer] = None
     """Dataset initializer, over the runtime's."""
     model_initializer: Optional[Initializer] = None
@@ -529,9 +523,8 @@ class CommonArgs(_PodFields):
     extra_roles: Optional[dict[str, ExtraRole]] = Field(default_factory=dict)
     """Role name -> pods beside training that get no training env (TensorBoard, an evaluator)."""
     gang_scheduler: Optional[str] = None
-    """Gang scheduling of the job's training pods (nodes and launcher) as one unit: "kueue" (admitted whole
-    from a Kueue LocalQueue), "volcano" (a Volcano PodGroup) or "coscheduling" (a scheduler-plugins
-    PodGroup). Default: none, each Job is scheduled pod by pod. See docs/scheduling.md."""
+    """Gang scheduling of the job's training pods (nodes and launcher) as one unit: {choices}. Default: none,
+    each Job is scheduled pod by pod. See docs/scheduling.md."""
     queue: Optional[str] = None
     """The queue the job waits in: a Kueue LocalQueue (required with gang_scheduler "kueue") or a Volcano
     queue (gang_scheduler "volcano"; default Volcano's `default`)."""
@@ -565,8 +558,8 @@ class CommonArgs(_PodFields):
     @field_validator("gang_scheduler")
     @classmethod
     def _known_gang_scheduler(cls, value: Any) -> Any:
-        if value is not None and value not in GANG_SCHEDULERS:
-            raise ValueError(f'unknown gang scheduler {shown(value)}: use one of {", ".join(GANG_SCHEDULERS)}, '
+        if value is not None and value not in scheduling.names():
+            raise ValueError(f'unknown gang scheduler {shown(value)}: use one of {", ".join(scheduling.names())}, '
                              "or leave it unset for none")
         return value
 
@@ -578,8 +571,8 @@ class CommonArgs(_PodFields):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: Any) -> Any:
-        if value is not None and value not in BACKENDS:
-            raise ValueError(f'unknown backend {shown(value)}: use one of {", ".join(BACKENDS)}')
+        if value is not None and value not in backends.names():
+            raise ValueError(f'unknown backend {shown(value)}: use one of {", ".join(backends.names())}')
         return value
 
     def template_overrides(self) -> PodTemplate:
@@ -600,6 +593,11 @@ class PlatformProfile(CommonArgs):
     def defaults_apply(cls) -> bool:
         """A profile's fields have no defaults of their own: only the values it gives apply to a job."""
         return False
+
+
+# The values of these arguments are the registries' members; their descriptions list them.
+describe_choices("backend", backends.summaries)
+describe_choices("gang_scheduler", scheduling.summaries)
 
 
 class TrainJobArgs(CommonArgs):

@@ -9,12 +9,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel
 
-from trainjobs.backends import replace_on_changes, workload_kinds
+from trainjobs.backends import deletes_before_replace, replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.core.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
 from trainjobs.core.errors import Issue, TrainJobError, refused
-from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.family import Family
 from trainjobs.core.naming import argument_value_problem
 
@@ -94,11 +93,10 @@ class TrainJobComponent(pulumi.ComponentResource):
                 parent=self,
                 depends_on=caller_depends + (prerequisites if kind in workloads else []) + ordered_after,
                 ignore_changes=ignored.get(object_name),
-                # A changed failure policy cannot be patched into a Job: it is replaced, like a changed template.
-                # A backend's custom resource names what its controller refuses to change; a named object is
-                # replaced by deleting it first, as its name is taken until then.
-                replace_on_changes=list(IMMUTABLE_PATHS) if kind == "Job" else (replaced_on or None),
-                **({"delete_before_replace": True} if kind != "Job" and replaced_on else {}),
+                # Each backend names the fields of its objects that cannot change in place (a Job's failure
+                # policy, a JobSet's spec), and whether the old object must go first (its name is taken).
+                replace_on_changes=replaced_on or None,
+                **({"delete_before_replace": True} if replaced_on and deletes_before_replace(kind) else {}),
             )
             # Registered here rather than in a helper: Pulumi records the call stack of every resource,
             # and each frame between the program and the resource class costs time per resource.

@@ -3,22 +3,41 @@
 Each argument's description lives once, as the docstring under its field. The package schema and
 docs/arguments.md read them through `field_description`; reading them when every model class is
 created (pydantic's `use_attribute_docstrings`) would parse the library's source on every import.
+
+An argument whose values are the members of a registry (`backend`, `gang_scheduler`) writes `{choices}`
+in its docstring; the registry fills it in (`describe_choices`), so a new member is described where it
+is defined and the docs list it without an edit here.
 """
 
 import ast
 import inspect
 import textwrap
 from functools import cache
+from typing import Callable
 
 from pydantic import BaseModel
+
+_CHOICES: dict[str, Callable[[], dict[str, str]]] = {}
+
+
+def describe_choices(field: str, summaries: Callable[[], dict[str, str]]) -> None:
+    """`{choices}` in field `field`'s description becomes `"a" (what a is), "b" (...) or "c" (...)`, from
+    `summaries()`: each value the field takes and what it means."""
+    _CHOICES[field] = summaries
 
 
 def field_description(model: type[BaseModel], field: str) -> str:
     """The docstring under `field` in `model` or in the nearest base class declaring it, or ""."""
     for cls in model.__mro__:
         if isinstance(cls, type) and issubclass(cls, BaseModel) and field in _docstrings(cls):
-            return _docstrings(cls)[field]
+            text = _docstrings(cls)[field]
+            return text.replace("{choices}", _choices(field)) if field in _CHOICES else text
     return ""
+
+
+def _choices(field: str) -> str:
+    described = [f'"{value}" ({summary})' for value, summary in _CHOICES[field]().items()]
+    return " or ".join(filter(None, (", ".join(described[:-1]), described[-1])))
 
 
 @cache

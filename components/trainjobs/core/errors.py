@@ -5,18 +5,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-SHOWN_CHARACTERS = 64
-
-
-def shown(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
-    """A value quoted for a message: control characters escaped, values over `limit` characters cut, so
-    an error never carries terminal escapes, fake lines or megabytes of input."""
-    text = value if isinstance(value, str) else repr(value)
-    cut = text[:limit]
-    quoted = '"' + "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut) + '"'
-    return quoted if len(text) <= limit else f"{quoted[:-1]}...\" ({len(text)} characters)"
-
 from pulumi.errors import RunError
+
+from trainjobs.kube.naming import shown
 
 __all__ = ["Issue", "IssueCollector", "TrainJobError", "TrainJobErrors", "collecting_errors", "shown"]
 

@@ -1,12 +1,11 @@
 """Extra roles: pods beside training (TensorBoard, an evaluator) that get none of the training env."""
 
-from typing import Any
-
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import rfc1123_label_problem
-from trainjobs.kube.manifests import container, indexed_job
-from trainjobs.kube.templates import overlay, template_env
+from trainjobs.kube.naming import rfc1123_label_problem
+from trainjobs.core.objects import container, pod_set, template_env
+from trainjobs.core.podsets import PodSetSpec
+from trainjobs.kube.templates import overlay
 
 
 def check_extra_roles(issues: IssueCollector, args: TrainJobArgs, reserved: tuple[str, ...]) -> None:
@@ -20,14 +19,15 @@ def check_extra_roles(issues: IssueCollector, args: TrainJobArgs, reserved: tupl
             issues.add(f"extra_roles.{role}.image", "an extra role needs an image")
 
 
-def extra_role_jobs(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> list[dict[str, Any]]:
-    """One Indexed Job per extra role, in the job's DNS subdomain, with only the role's own env."""
-    jobs = []
+def extra_role_pod_sets(name: str, args: TrainJobArgs, runtime: TrainingRuntime) -> list[PodSetSpec]:
+    """One pod set per extra role, in the job's DNS subdomain, with only the role's own env, registered
+    beside the job's own objects."""
+    pod_sets = []
     lifecycle = args.model_copy(update={"wait_for_completion": False})
     for role, spec in sorted(args.extra_roles.items()):
         template = overlay(PodTemplate(shm_size="0"), PodTemplate(**{k: getattr(spec, k) for k in PodTemplate.model_fields}))
         main = container(template, template_env(template), ports=[], extra_mounts=[], name=role)
         own = lifecycle if spec.active_deadline_seconds is None else lifecycle.model_copy(
             update={"active_deadline_seconds": spec.active_deadline_seconds})
-        jobs.append(indexed_job(name, role, spec.num_pods, template, main, runtime, own))
-    return jobs
+        pod_sets.append(pod_set(name, role, spec.num_pods, template, main, runtime, own, separate=True))
+    return pod_sets

@@ -1,6 +1,6 @@
 """A job's failure policy as Job fields: podFailurePolicy rules, backoffLimitPerIndex, maxFailedIndexes.
 
-The core applies it to every Job of a job, whatever the family. Rules match in order, the first wins:
+The core applies it to every pod set of a job, whatever the family, before a backend builds them. Rules match in order, the first wins:
 
 1. a pod with the DisruptionTarget condition (preempted, evicted by a drain, its spot node reclaimed) is
    ignored (action Ignore): the Job replaces it without counting a failure, unless count_disruptions;
@@ -18,6 +18,7 @@ from typing import Any
 
 from trainjobs.core.args import FailurePolicy, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
+from trainjobs.core.podsets import PodSetSpec
 
 __all__ = ["IMMUTABLE_PATHS", "apply_failure_policy", "check_failure_policy", "policy_of"]
 
@@ -54,15 +55,15 @@ def check_failure_policy(issues: IssueCollector, args: TrainJobArgs, restart_ref
                    "backoff_limit (or failure_policy.backoff_limit_per_index) to how many retries to allow")
 
 
-def apply_failure_policy(job: dict[str, Any], args: TrainJobArgs, training: bool) -> dict[str, Any]:
-    """`job` (a batch/v1 Job) with the job's failure policy; `training`: a Job of training pods."""
+def apply_failure_policy(pod_set: PodSetSpec, args: TrainJobArgs) -> None:
+    """The job's failure policy in the pod set's Job-level rules; exit-code rules for training pods only."""
     policy = policy_of(args)
-    spec = job["spec"]
+    spec = pod_set.rules
     rules: list[dict[str, Any]] = []
     if not policy.count_disruptions:
         rules.append({"action": "Ignore", "onPodConditions": [dict(DISRUPTION)]})
-    if training:
-        main = spec["template"]["spec"]["containers"][0]["name"]
+    if pod_set.gang:
+        main = pod_set.template["spec"]["containers"][0]["name"]
         if policy.fatal_exit_codes:
             rules.append(_on_exit_codes("FailJob", main, "In", policy.fatal_exit_codes))
         if policy.retriable_exit_codes:
@@ -78,7 +79,6 @@ def apply_failure_policy(job: dict[str, Any], args: TrainJobArgs, training: bool
                 spec["maxFailedIndexes"] = policy.max_failed_indexes
     if rules:
         spec["podFailurePolicy"] = {"rules": rules}
-    return job
 
 
 def _on_exit_codes(action: str, container: str, operator: str, codes: list[int]) -> dict[str, Any]:

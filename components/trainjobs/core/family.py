@@ -15,24 +15,29 @@ from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.outputs import JobOutputs
 
-__all__ = ["Family", "Job", "TrainingRole"]
+__all__ = ["Derivation", "Family", "TrainingRole"]
 
 
 @dataclass(frozen=True)
 class TrainingRole:
-    """One Indexed Job of training pods, as a family built it: template, main container, extras."""
+    """One role of training pods, as a family declares it: its pods' template, main container and extras,
+    and its place in the job. The core makes it a pod set (trainjobs.core.podsets.PodSetSpec)."""
 
-    role: str
+    name: str
     pods: int
     template: PodTemplate
     container: dict[str, Any]
     extra_volumes: tuple[dict[str, Any], ...] = ()
     init_containers: tuple[dict[str, Any], ...] = ()
     dns_config: dict[str, Any] | None = None
+    starts_after: str | None = None
+    """A role whose pods must be ready before these start (an MPI launcher after its nodes' sshd)."""
+    completes_job: bool = True
+    """Whether these pods' completion completes the job (an MPI job ends with its launcher, not its nodes)."""
 
 
 @dataclass
-class Job:
+class Derivation:
     """The job being derived: what every hook reads, and where each reports what is wrong."""
 
     name: str
@@ -49,10 +54,12 @@ class Job:
 class Family:
     """Base of every framework family; a subclass sets the class attributes and the hooks it needs.
 
-    Hooks run in this order: `roles` (the training roles, their templates, env and ports), `check`
-    (rules that need those roles), `objects` (extra objects such as a hostfile or a key Secret),
-    `outputs`. A hook reports a problem with `job.issues.add(argument, message)`; the core raises
-    every problem at once, after all hooks ran, before anything registers.
+    Hooks run in this order: `roles` (the training roles: their templates, env and ports, which starts
+    after which, which end the job), `check` (rules that need those roles), `objects` (extra objects such
+    as a hostfile or a key Secret), `outputs`. Each gets the `Derivation` as `job`. A hook reports a
+    problem with `job.issues.add(argument, message)`; the core raises every problem at once, after all
+    hooks ran, before anything registers. The core makes the roles pod sets; no family knows which
+    backend or scheduler will take them.
     """
 
     component: ClassVar[str]
@@ -63,29 +70,25 @@ class Family:
     """Roles the family's Jobs and objects are named after; no extra role may take these names."""
     reserved_env: ClassVar[Mapping[str, str]] = {}
     """Variables the family derives, each with the argument that sets it instead; user env may not set them."""
-    start_after: ClassVar[Mapping[str, str]] = {}
-    """Role -> the role whose pods must be ready before its pods start (JobSet `dependsOn` Ready)."""
-    success_roles: ClassVar[tuple[str, ...]] = ()
-    """Roles whose completion completes the job (JobSet `successPolicy`); empty: every training role."""
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         raise NotImplementedError
 
-    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+    def check(self, job: Derivation, roles: list[TrainingRole]) -> None:
         """Rules of the family beyond what the core checks for every job."""
 
-    def objects(self, job: Job, roles: list[TrainingRole]) -> list[dict[str, Any]]:
+    def objects(self, job: Derivation, roles: list[TrainingRole]) -> list[dict[str, Any]]:
         """Extra objects of the job, registered before its Jobs."""
         return []
 
-    def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
+    def object_arguments(self, job: Derivation) -> dict[str, dict[tuple, str]]:
         """For refused content of `objects`: per object name, path prefix -> the argument behind it."""
         return {}
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> JobOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> JobOutputs:
         raise NotImplementedError
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         """Why a training pod replaced alone (failure_policy.backoff_limit_per_index) could not rejoin the
         running ranks, or None when it can. Most families fix every rank's peers when the pods start."""
         return ("a replaced pod cannot rejoin the running ranks: the family fixes each rank and its peers "

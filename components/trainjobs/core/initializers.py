@@ -7,10 +7,12 @@ from typing import Any
 from trainjobs.core.args import AccessMode, Initializer, PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.deferred import concat, digest
 from trainjobs.core.errors import IssueCollector, shown
-from trainjobs.kube.manifests import container, indexed_job, metadata, object_labels
-from trainjobs.core.naming import argument_value_problem, check_plain, job_name
+from trainjobs.core.naming import argument_value_problem, check_plain
+from trainjobs.core.objects import container, object_labels, pod_set, template_env
+from trainjobs.core.podsets import PodSetSpec
+from trainjobs.kube.manifests import metadata
+from trainjobs.kube.templates import overlay, upsert_env
 from trainjobs.scripts import script
-from trainjobs.kube.templates import overlay, template_env, upsert_env
 
 
 WORKSPACE = "/workspace"
@@ -30,7 +32,8 @@ class InitializerSetup:
     """What initializers add to a job: their objects, and what training pods need to wait for them."""
 
     manifests: tuple[dict[str, Any], ...] = ()
-    job_names: tuple[str, ...] = ()
+    """Objects beside the pods (the workspace PVC)."""
+    pod_sets: tuple[PodSetSpec, ...] = ()
     volume: dict[str, Any] | None = None
     mount: dict[str, Any] | None = None
     markers: tuple[str, ...] = ()
@@ -56,7 +59,7 @@ class InitializerSetup:
 
 def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues: IssueCollector,
                  training_pods: int) -> InitializerSetup:
-    """Dataset and model initializer Jobs, the shared workspace volume, and their completion markers.
+    """Dataset and model initializer pod sets, the shared workspace volume, and their completion markers.
 
     Each initializer's own command runs in an init container named after its role (the image's
     entrypoint is kept when no command is given); the Job's main container then writes a marker
@@ -108,7 +111,7 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         volume = {"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
     mount = {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE}
 
-    markers, job_names = [], []
+    markers, pod_sets = [], []
     lifecycle = args.model_copy(update={"wait_for_completion": True,
                                         "wait_timeout_seconds": args.initializer_timeout_seconds})
     for role, spec in configured.items():
@@ -128,14 +131,12 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
             done["securityContext"] = spec.container_security_context
         own = lifecycle if spec.active_deadline_seconds is None else lifecycle.model_copy(
             update={"active_deadline_seconds": spec.active_deadline_seconds})
-        job = indexed_job(name, role, 1, spec.model_copy(update={"shm_size": "0"}), done, runtime, own,
-                          extra_volumes=[volume], init_containers=[work])
-        manifests.append(job)
+        pod_sets.append(pod_set(name, role, 1, spec.model_copy(update={"shm_size": "0"}), done, runtime, own,
+                                extra_volumes=[volume], init_containers=[work]))
         markers.append(marker)
-        job_names.append(job["metadata"]["name"])
     specs = tuple((role, field_name, configured[role]) for role, field_name
                   in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")) if role in configured)
-    return InitializerSetup(tuple(manifests), tuple(job_names), volume, mount, tuple(markers),
+    return InitializerSetup(tuple(manifests), tuple(pod_sets), volume, mount, tuple(markers),
                             args.initializer_timeout_seconds, specs)
 
 

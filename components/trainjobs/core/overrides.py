@@ -15,6 +15,7 @@ from pulumi_kubernetes.core.v1 import ContainerArgs, PodSpecArgs
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.deferred import is_plain
 from trainjobs.core.errors import IssueCollector
+from trainjobs.core.podsets import PodSetSpec
 
 
 def _field_kinds(args_class: type) -> dict[str, type]:
@@ -83,13 +84,12 @@ def _is_kind(value: Any, kind: type) -> bool:
     return isinstance(value, kind)
 
 
-def apply_overrides(job: dict[str, Any], args: TrainJobArgs) -> dict[str, Any]:
-    """A training Job with the job's override fields set; a refused field (see check_overrides) is left
-    out, so the objects' own checks do not report its consequences as well."""
-    pod = job["spec"]["template"]["spec"]
+def apply_overrides(pod_set: PodSetSpec, args: TrainJobArgs) -> None:
+    """A training pod set with the job's override fields set; a refused field (see check_overrides) is
+    left out, so the objects' own checks do not report its consequences as well."""
+    pod = pod_set.template["spec"]
     for field, target in (("pod_spec_overrides", pod), ("container_overrides", pod["containers"][0]),
-                          ("job_spec_overrides", job["spec"])):
+                          ("job_spec_overrides", pod_set.rules)):
         kinds, taken = _OVERRIDES[field]
         target.update({key: value for key, value in (getattr(args, field) or {}).items()
                        if key in kinds and key not in taken})
-    return job

@@ -9,22 +9,24 @@ every problem at once, naming the argument behind each, before anything register
 from dataclasses import dataclass
 from typing import Any
 
-from trainjobs.backends import Workload, backend, controller_jobs
-from trainjobs.kube import apivalidation
+from trainjobs.backends import backend, controller_jobs
 from trainjobs.core import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import Issue, IssueCollector
+from trainjobs.core.extra_roles import check_extra_roles, extra_role_pod_sets
 from trainjobs.core.failure import apply_failure_policy, check_failure_policy
-from trainjobs.core.extra_roles import check_extra_roles, extra_role_jobs
-from trainjobs.core.family import Family, Job, TrainingRole
+from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
-from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE, headless_service,
-                                      indexed_job)
-from trainjobs.core.naming import check_plain, job_name, rfc1035_label_problem, run_job_name
+from trainjobs.core.naming import check_plain, job_name, run_job_name
+from trainjobs.core.objects import headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
+from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, StartAfter, Workload
 from trainjobs.core.profile import apply_profile, from_profile
+from trainjobs.kube import apivalidation
+from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE
+from trainjobs.kube.naming import rfc1035_label_problem
 from trainjobs.backends import total_requests
 from trainjobs.kube.templates import upsert
 from trainjobs.scheduling import schedule
@@ -53,11 +55,11 @@ class TrainJobPlan:
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
     sourced = from_profile(args)
-    job = Job(run_job_name(name, args.run), apply_profile(args))
+    job = Derivation(run_job_name(name, args.run), apply_profile(args))
     roles = family.roles(job)
     for role in roles:
         if role.pods:
-            check_template(job.issues, role.template, role.role)
+            check_template(job.issues, role.template, role.name)
     check_reserved_env(job.issues, family, [r.template for r in roles if r.pods])
     family.check(job, roles)
     objects = family.objects(job, roles)
@@ -93,12 +95,14 @@ def check_reserved_env(issues: IssueCollector, family: Family, templates: list[P
         issues.add("env", family.reserved_env_message(clashes))
 
 
-def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutputs,
+def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: JobOutputs,
           objects: list[dict[str, Any]], sourced: frozenset[str] = frozenset()) -> TrainJobPlan:
     """The family's roles and objects plus what every job has, checked, as a plan.
 
-    Training pods mount the initializers' workspace and wait for them; extra roles get nothing from
-    training. Every manifest is built before anything is raised, so the API server's rules are
+    Every role becomes a pod set (initializers, training roles, extra roles); the failure policy, the
+    override fields and the gang scheduler decorate them, and only then does the backend build its
+    objects. Training pods mount the initializers' workspace and wait for them; extra roles get nothing
+    from training. Every manifest is built before anything is raised, so the API server's rules are
     checked on all of them and every problem comes back at once.
     """
     name, args, runtime, issues = job.name, job.args, job.runtime, job.issues
@@ -108,31 +112,16 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
     check_overrides(issues, args)
     check_failure_policy(issues, args, family.restart_refusal(job))
 
-    jobs = []
-    for r in roles:
-        if r.pods == 0:
-            continue
-        main, volumes, waits = dict(r.container), list(r.extra_volumes), list(r.init_containers)
-        if setup.markers:
-            main["volumeMounts"] = upsert(list(main.get("volumeMounts", [])), [setup.mount],
-                                          key=lambda m: m.get("mountPath"))
-            volumes.append(setup.volume)
-            waits = setup.wait_container(r.template) + waits
-        jobs.append(apply_failure_policy(apply_overrides(indexed_job(name, r.role, r.pods, r.template, main, runtime,
-                                                                     args, extra_volumes=volumes, init_containers=waits,
-                                                                     dns_config=r.dns_config), args),
-                                         args, training=True))
-    setup_objects = [m if m["kind"] != "Job" else apply_failure_policy(m, args, training=False)
-                     for m in setup.manifests]
-    initializer_jobs = tuple(m for m in setup_objects if m["kind"] == "Job")
-    workload = Workload(name, args, runtime, tuple(jobs), initializer_jobs, family.start_after, family.success_roles)
-    backend(args.backend).check(issues, workload)
-    assembly = backend(args.backend).assemble(workload)
-    manifests = [headless_service(name, runtime, args), *objects, *(m for m in setup_objects if m["kind"] != "Job"),
-                 *assembly.objects,
-                 *(apply_failure_policy(m, args, training=False) for m in extra_role_jobs(name, args, runtime))]
-    scheduled = schedule(name, args, manifests, [job["metadata"]["name"] for job in jobs], issues)
-    manifests = scheduled.manifests
+    workload = Workload(name, args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
+                                     *extra_role_pod_sets(name, args, runtime)])
+    for pod_set in workload.pod_sets:
+        apply_failure_policy(pod_set, args)
+    chosen = backend(args.backend)
+    chosen.check(issues, workload)
+    schedule(workload, chosen, issues)
+    assembly = chosen.materialize(workload)
+    manifests = [headless_service(name, runtime, args), *objects, *setup.manifests, *workload.objects_before,
+                 *assembly.objects]
     # The API server's rules apply to the Jobs that run, whichever backend creates them.
     running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
@@ -145,9 +134,34 @@ def _plan(family: Family, job: Job, roles: list[TrainingRole], outputs: JobOutpu
                          for i in issues.issues]
     issues.raise_if_any(family.component, name)
     outputs = outputs.model_copy(update={"requests": total_requests(running)})
+    ignored = (tuple((o["metadata"]["name"], workload.ignore_changes) for o in assembly.objects)
+               if workload.ignore_changes else ())
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=assembly.ordering,
-                        ignore_changes=tuple((n, tuple(p)) for n, p in sorted(scheduled.ignore_changes.items())))
+                        ordering=assembly.ordering, ignore_changes=tuple(sorted(ignored)))
+
+
+def _training_pod_sets(job: Derivation, roles: list[TrainingRole], setup: InitializerSetup) -> list[PodSetSpec]:
+    """The family's roles as pod sets: the gang, started after the initializers complete (and after the
+    role a family names, once its pods are ready), with the override fields."""
+    name, args, runtime = job.name, job.args, job.runtime
+    initialized = tuple(StartAfter(p.role, COMPLETE) for p in setup.pod_sets)
+    pod_sets = []
+    for r in roles:
+        if r.pods == 0:
+            continue
+        main, volumes, waits = dict(r.container), list(r.extra_volumes), list(r.init_containers)
+        if setup.markers:
+            main["volumeMounts"] = upsert(list(main.get("volumeMounts", [])), [setup.mount],
+                                          key=lambda m: m.get("mountPath"))
+            volumes.append(setup.volume)
+            waits = setup.wait_container(r.template) + waits
+        after = (StartAfter(r.starts_after, READY),) if r.starts_after else ()
+        training = pod_set(name, r.name, r.pods, r.template, main, runtime, args, extra_volumes=volumes,
+                           init_containers=waits, dns_config=r.dns_config, starts_after=initialized + after,
+                           gang=True, completes_job=r.completes_job)
+        apply_overrides(training, args)
+        pod_sets.append(training)
+    return pod_sets
 
 
 def _top_field(path: str) -> str:
@@ -158,8 +172,8 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
              setup: InitializerSetup, object_arguments: dict[str, dict[tuple, str]]) -> argpaths.Sources:
     """Whose settings each object of the job carries, to name the argument behind a refused value."""
     # A runtime holds each role's template under the role's name (TorchRuntime.node, MpiRuntime.launcher).
-    jobs = {job_name(name, r.role): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.role}.",
-                                                       getattr(runtime, r.role, None),
+    jobs = {job_name(name, r.name): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.name}.",
+                                                       getattr(runtime, r.name, None),
                                                        renamed={"resources": "resources_per_node"})
             for r in roles}
     for role, field_name, spec in setup.specs:

@@ -12,11 +12,12 @@ from pydantic import Field, field_validator
 
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
 from trainjobs.core.component import TrainJobComponent
-from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.core.family import Derivation, Family, TrainingRole
+from trainjobs.kube.manifests import completion_index_env
+from trainjobs.core.objects import container, effective_template, template_env
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.kube.templates import upsert_env
 
 ROLE = "node"
 COORDINATOR_PORT = 29500
@@ -77,7 +78,7 @@ class JaxFamily(Family):
     outputs_type = JaxOutputs
     reserved_env = RESERVED_ENV   # a deviation: Kubeflow lets user env override them silently
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         derived = [
@@ -89,11 +90,11 @@ class JaxFamily(Family):
         node = container(template, env, ports=[{"containerPort": COORDINATOR_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         return ("jax.distributed.initialize fixes the number of processes and each process id when training "
                 "starts, so a replaced pod cannot rejoin the running processes")
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> JaxOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> JaxOutputs:
         name, args = job.name, job.args
         return JaxOutputs.model_construct(service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace,
                                           coordinator_address=coordinator_address(name),

@@ -30,13 +30,14 @@ from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobA
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import shown
 from trainjobs.core.deferred import GeneratedSSHKey, concat
-from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import container, metadata, object_labels
-from trainjobs.core.naming import CLUSTER_DOMAIN, job_name, pod_dns_name
+from trainjobs.core.family import Derivation, Family, TrainingRole
+from trainjobs.kube.manifests import metadata
+from trainjobs.core.objects import container, gpu_count, object_labels, template_env
+from trainjobs.core.naming import job_name, pod_dns_name
+from trainjobs.kube.naming import CLUSTER_DOMAIN
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.kube.resources import gpu_count
 from trainjobs.scripts import script
-from trainjobs.kube.templates import overlay, template_env, upsert_env
+from trainjobs.kube.templates import overlay, upsert_env
 
 LAUNCHER, NODE, MPI_ROLE = "launcher", "node", "mpi"   # MPI_ROLE: the label role of the hostfile and key
 HOSTFILE_DIR = "/etc/mpi"
@@ -372,15 +373,12 @@ class MpiFamily(Family):
 
     outputs_type = MpiOutputs
     roles_used = (LAUNCHER, NODE, MPI_ROLE)
-    # As Kubeflow's MPI runtimes: the launcher starts once the nodes' sshd is ready, and its end is the job's.
-    start_after = {LAUNCHER: NODE}
-    success_roles = (LAUNCHER,)
     reserved_env = RESERVED_ENV
 
     def __init__(self, component: str, args_type: type[MpiTrainJobArgs]) -> None:
         self.component, self.args_type = component, args_type
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args, runtime = job.name, job.args, job.runtime
         launcher_is_node = runtime.run_launcher_as_node if args.run_launcher_as_node is None else args.run_launcher_as_node
         overrides = args.template_overrides()
@@ -423,8 +421,10 @@ class MpiFamily(Family):
         }
         if launcher.container_security_context:
             wait["securityContext"] = launcher.container_security_context
+        # As Kubeflow's MPI runtimes: the launcher starts once the nodes' sshd is ready, and its end is the job's.
         roles = [TrainingRole(LAUNCHER, 1, launcher, launcher_container, extra_volumes=(key_volume, hostfile_volume),
-                              init_containers=(wait,), dns_config=dns_config)]
+                              init_containers=(wait,), dns_config=dns_config,
+                              starts_after=NODE if layout.node_pods else None)]
         if layout.node_pods:
             control_volume = {"name": "mpi-control", "emptyDir": {}}
             control_mount = {"name": "mpi-control", "mountPath": CONTROL_DIR}
@@ -435,10 +435,11 @@ class MpiFamily(Family):
                 ports=[{"containerPort": runtime.ssh_port, "name": "ssh"}], extra_mounts=[key_mount, control_mount])
             node_container["readinessProbe"] = {"tcpSocket": {"port": runtime.ssh_port}, "periodSeconds": 2}
             roles.append(TrainingRole(NODE, layout.node_pods, node, node_container,
-                                      extra_volumes=(key_volume, control_volume), dns_config=dns_config))
+                                      extra_volumes=(key_volume, control_volume), dns_config=dns_config,
+                                      completes_job=False))
         return roles
 
-    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+    def check(self, job: Derivation, roles: list[TrainingRole]) -> None:
         name, args, runtime, issues = job.name, job.args, job.runtime, job.issues
         layout: _Layout = job.derived["layout"]
         launcher = roles[0].template
@@ -473,7 +474,7 @@ class MpiFamily(Family):
                                     f"set namespace so pods get the DNS search domain "
                                     f"{name}.<namespace>.svc.{args.cluster_domain}")
 
-    def objects(self, job: Job, roles: list[TrainingRole]) -> list[dict[str, Any]]:
+    def objects(self, job: Derivation, roles: list[TrainingRole]) -> list[dict[str, Any]]:
         name, args, runtime = job.name, job.args, job.runtime
         layout: _Layout = job.derived["layout"]
         annotations = {**runtime.annotations, **args.annotations}
@@ -492,14 +493,14 @@ class MpiFamily(Family):
         }
         return [secret, config_map]
 
-    def object_arguments(self, job: Job) -> dict[str, dict[tuple, str]]:
+    def object_arguments(self, job: Derivation) -> dict[str, dict[tuple, str]]:
         return {hostfile_name(job.name): {("data",): "num_nodes"}}
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         return ("mpirun on the launcher starts every rank once, over ssh, when the job starts; a replaced node pod "
                 "is not part of the running MPI job, and a replaced launcher starts a new one beside the old ranks")
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> MpiOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> MpiOutputs:
         name, args = job.name, job.args
         layout: _Layout = job.derived["layout"]
         return MpiOutputs.model_construct(

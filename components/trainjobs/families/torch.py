@@ -14,13 +14,13 @@ from trainjobs.core.args import (PodTemplate, Resources, TrainingRuntime, TrainJ
                                  shared_runtime)
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.core.family import Derivation, Family, TrainingRole
+from trainjobs.kube.manifests import completion_index_env
+from trainjobs.core.objects import container, effective_template, gpu_count, template_env
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.kube.quantity import ceil_value, parse_quantity
-from trainjobs.kube.resources import gpu_count
-from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.kube.templates import upsert_env
 
 ROLE = "node"
 TRAINER_PORT = 29500
@@ -203,7 +203,7 @@ class TorchFamily(Family):
     outputs_type = TorchOutputs
     reserved_env = {**PET_ENV, **PROCESS_PER_POD_ENV}
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
@@ -214,7 +214,7 @@ class TorchFamily(Family):
         node = container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
-    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+    def check(self, job: Derivation, roles: list[TrainingRole]) -> None:
         if not job.args.torchrun and job.args.num_proc_per_node not in ("auto", "1"):
             job.issues.add("num_proc_per_node", 'with torchrun: false each pod runs one process; use 1 (or "auto")')
         if not job.args.torchrun and job.args.rendezvous == Rendezvous.C10D.value:
@@ -222,7 +222,7 @@ class TorchFamily(Family):
                                          "process gets MASTER_ADDR, WORLD_SIZE and RANK): remove rendezvous, or set "
                                          "torchrun: true")
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         """A replaced pod rejoins only through torchrun's c10d rendezvous, which admits new members."""
         if not job.args.torchrun:
             return ("with torchrun: false each process joins the process group once, when training starts, so a "
@@ -233,7 +233,7 @@ class TorchFamily(Family):
                     "agents rendezvous again when a pod is replaced")
         return None
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> TorchOutputs:
         name, args = job.name, job.args
         return TorchOutputs.model_construct(
             service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace, master_addr=master_addr(name),

@@ -22,12 +22,11 @@ from pydantic import Field, field_validator
 from trainjobs.core.args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import container
+from trainjobs.core.family import Derivation, Family, TrainingRole
+from trainjobs.core.objects import container, effective_template, gpu_count, template_env
 from trainjobs.core.naming import job_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.kube.resources import gpu_count
-from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.kube.templates import upsert_env
 from trainjobs.families.torch import (PET_ENV, ROLE, TRAINER_PORT, TorchRuntime, checked_num_proc_per_node, inject_env, master_addr,
                                       resolve_num_proc_per_node, static_pet_env)
 
@@ -322,7 +321,7 @@ class TorchTuneFamily(Family):
     outputs_type = TorchTuneOutputs
     reserved_env = PET_ENV   # torchrun reads PET_* from the env: a stray one would override the derived launch
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         tune_args = list(template.args or [])
@@ -339,15 +338,15 @@ class TorchTuneFamily(Family):
         node = container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
-    def check(self, job: Job, roles: list[TrainingRole]) -> None:
+    def check(self, job: Derivation, roles: list[TrainingRole]) -> None:
         d = job.derived
         check_torchtune(job.issues, job.args, d["run"], d["nproc"], d["gpus"], d["tune_args"])
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         return ("TorchTune's recipes run with the static rendezvous Kubeflow gives them: each pod's rank is fixed "
                 "when training starts, so a replaced pod cannot rejoin the running ranks")
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> TorchTuneOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> TorchTuneOutputs:
         name, args, run = job.name, job.args, job.derived["run"]
         return TorchTuneOutputs.model_construct(
             service_name=name, job_name=job_name(name, ROLE), namespace=args.namespace,

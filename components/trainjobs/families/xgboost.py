@@ -12,12 +12,12 @@ from pydantic import Field, field_validator
 
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
 from trainjobs.core.component import TrainJobComponent
-from trainjobs.core.family import Family, Job, TrainingRole
-from trainjobs.kube.manifests import completion_index_env, container
+from trainjobs.core.family import Derivation, Family, TrainingRole
+from trainjobs.kube.manifests import completion_index_env
+from trainjobs.core.objects import container, effective_template, gpu_count, template_env
 from trainjobs.core.naming import job_name, pod_dns_name
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.kube.resources import gpu_count
-from trainjobs.kube.templates import effective_template, template_env, upsert_env
+from trainjobs.kube.templates import upsert_env
 
 ROLE = "node"
 TRACKER_PORT = 29500
@@ -84,7 +84,7 @@ class XGBoostFamily(Family):
     outputs_type = XGBoostOutputs
     reserved_env = RESERVED_ENV
 
-    def roles(self, job: Job) -> list[TrainingRole]:
+    def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         # One worker per GPU on GPU pods, one per pod otherwise, from the pod's merged resources.
@@ -100,11 +100,11 @@ class XGBoostFamily(Family):
         node = container(template, env, ports=[{"containerPort": TRACKER_PORT}], extra_mounts=[])
         return [TrainingRole(ROLE, args.num_nodes, template, node)]
 
-    def restart_refusal(self, job: Job) -> str | None:
+    def restart_refusal(self, job: Derivation) -> str | None:
         return ("the tracker on rank 0 assigns every worker its rank once, when training starts, so a replaced "
                 "pod cannot rejoin the running workers")
 
-    def outputs(self, job: Job, roles: list[TrainingRole]) -> XGBoostOutputs:
+    def outputs(self, job: Derivation, roles: list[TrainingRole]) -> XGBoostOutputs:
         name, args = job.name, job.args
         return XGBoostOutputs.model_construct(service_name=name, job_name=job_name(name, ROLE),
                                               namespace=args.namespace, tracker_uri=tracker_uri(name),

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-from trainjobs.core.errors import shown
-from trainjobs.core.naming import (ENV_NAME, FIELD_KEY_PATH, MAX_DNS_LABEL, image_problem, is_dns_label, is_dns_subdomain, is_rfc1035_label, label_key_problem,
-                                   label_value_problem)
+from trainjobs.kube.naming import (ENV_NAME, FIELD_KEY_PATH, MAX_DNS_LABEL, image_problem, is_dns_label, is_dns_subdomain,
+                                   is_rfc1035_label, label_key_problem, label_value_problem, shown)
 from trainjobs.kube.quantity import QuantityError, parse_quantity
 
 INT32_MAX = 2**31 - 1
@@ -472,7 +471,7 @@ def _check_env(entry: dict[str, Any], at: Path, add: Add) -> None:
             _key_ref(ref, (*at, "valueFrom", given[0]), add)
 
 
-@lru_cache(maxsize=4096)   # see trainjobs.core.naming.label_key_problem
+@lru_cache(maxsize=4096)   # see trainjobs.kube.naming.label_key_problem
 def env_name_problem(name: str) -> str | None:
     """Why `name` is not an env var name the API server accepts, or None."""
     if not _ENV_NAME.fullmatch(name) or name in (".", "..") or name.startswith(".."):

@@ -1,13 +1,10 @@
-"""The Kubernetes objects every job is made of: labels and metadata, the headless Service, the main
-container, the Indexed Job of a role. Nothing here knows a framework."""
+"""Plain Kubernetes object parts every job's objects share: the job's labels and Pulumi's await
+annotations, metadata blocks, the completion-index env var, a pod on its node's network. Nothing here
+knows a framework or the job's arguments (trainjobs.core.objects builds from those)."""
 
 from typing import Any
 
-from trainjobs.core.args import DEFAULT_SHM_SIZE, PodTemplate, TrainingRuntime, TrainJobArgs
-from trainjobs.core.naming import COMPLETION_INDEX_ANNOTATION, job_name
-from trainjobs.kube.quantity import parse_quantity
-from trainjobs.kube.resources import normalized_resources
-from trainjobs.kube.templates import upsert
+from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
 
 LABEL_JOB = "trainjobs.io/job-name"
 LABEL_ROLE = "trainjobs.io/role"
@@ -26,20 +23,6 @@ def completion_index_env(name: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}}
 
 
-def object_labels(name: str, role: str, runtime: TrainingRuntime, args: TrainJobArgs) -> dict[str, str]:
-    return {
-        **runtime.labels,
-        **args.labels,
-        "app.kubernetes.io/name": runtime.name,
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/component": role,
-        "app.kubernetes.io/managed-by": "trainjobs",
-        LABEL_JOB: name,
-        LABEL_ROLE: role,
-        **({LABEL_RUN: args.run} if args.run else {}),
-    }
-
-
 def metadata(name: str, namespace: str | None, labels: dict, annotations: dict) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace:
@@ -48,135 +31,6 @@ def metadata(name: str, namespace: str | None, labels: dict, annotations: dict) 
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
-
-
-def headless_service(name: str, runtime: TrainingRuntime, args: TrainJobArgs) -> dict[str, Any]:
-    """Service `N`: DNS for every pod of the job, published before pods are ready."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(name, args.namespace, object_labels(name, SERVICE_ROLE, runtime, args),
-                             {**runtime.annotations, **args.annotations}),
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": {LABEL_JOB: name},
-        },
-    }
-
-
-def container(template: PodTemplate, env: list[dict[str, Any]], ports: list[dict[str, Any]],
-              extra_mounts: list[dict[str, Any]], name: str = MAIN_CONTAINER) -> dict[str, Any]:
-    """The main container: the template's settings, the derived env after the user's, shm mount."""
-    spec: dict[str, Any] = {"name": name, "image": template.image}
-    if template.image_pull_policy:
-        spec["imagePullPolicy"] = template.image_pull_policy
-    if template.command is not None:
-        spec["command"] = list(template.command)
-    if template.args is not None:
-        spec["args"] = list(template.args)
-    if template.working_dir:
-        spec["workingDir"] = template.working_dir
-    if env:
-        spec["env"] = env
-    if template.env_from:
-        spec["envFrom"] = list(template.env_from)
-    ports = upsert(list(template.ports or []), list(ports), key=lambda p: p.get("containerPort"))
-    if ports:
-        spec["ports"] = ports
-    resources = normalized_resources(template.resources)
-    if resources and (resources.requests or resources.limits):
-        spec["resources"] = {k: dict(sorted(v.items())) for k, v in
-                             (("requests", resources.requests), ("limits", resources.limits)) if v}
-    mounts = list(template.volume_mounts or [])
-    mounts = upsert(mounts, extra_mounts, key=lambda m: m.get("mountPath"))
-    if _shm_enabled(template) and not any(m.get("mountPath") == "/dev/shm" for m in mounts):
-        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
-    if mounts:
-        spec["volumeMounts"] = mounts
-    if template.container_security_context:
-        spec["securityContext"] = template.container_security_context
-    return spec
-
-
-def _shm_enabled(template: PodTemplate) -> bool:
-    return parse_quantity(template.shm_size or DEFAULT_SHM_SIZE) > 0
-
-
-
-def indexed_job(name: str, role: str, pods: int, template: PodTemplate, main_container: dict[str, Any],
-                runtime: TrainingRuntime, args: TrainJobArgs, extra_volumes: list[dict[str, Any]] = (),
-                init_containers: list[dict[str, Any]] = (), dns_config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Indexed Job `<N>-<role>-0`: `pods` pods with hostnames `<job>-<i>` in subdomain `N`.
-
-    restartPolicy Never and an explicit backoffLimit (default 0): one failed rank fails the Job
-    and the Job controller stops its other pods, instead of a partial job hanging.
-    """
-    labels = object_labels(name, role, runtime, args)
-    annotations = {**runtime.annotations, **args.annotations}
-    job_annotations = dict(annotations)
-    if args.wait_for_completion:
-        if args.wait_timeout_seconds:
-            job_annotations[TIMEOUT_SECONDS] = str(args.wait_timeout_seconds)
-    else:
-        job_annotations[SKIP_AWAIT] = "true"
-
-    volumes = upsert(list(template.volumes or []), list(extra_volumes), key=lambda v: v.get("name"))
-    mounts = main_container.get("volumeMounts", [])
-    if any(m.get("name") == SHM_VOLUME for m in mounts) and not any(v.get("name") == SHM_VOLUME for v in volumes):
-        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
-                                                         "sizeLimit": template.shm_size or DEFAULT_SHM_SIZE}})
-    pod: dict[str, Any] = {"subdomain": name, "restartPolicy": "Never", "containers": [main_container]}
-    # Sidecars are native sidecars (init containers that keep running): they end with the main
-    # container, so a Job still completes.
-    init = [*init_containers, *(template.init_containers or []),
-            *({**sidecar, "restartPolicy": "Always"} for sidecar in template.sidecars or [])]
-    if init:
-        pod["initContainers"] = init
-    if dns_config:
-        pod["dnsConfig"] = dns_config
-    if volumes:
-        pod["volumes"] = volumes
-    if template.node_selector:
-        pod["nodeSelector"] = dict(template.node_selector)
-    if template.tolerations:
-        pod["tolerations"] = list(template.tolerations)
-    if template.affinity:
-        pod["affinity"] = template.affinity
-    if template.topology_spread_constraints:
-        pod["topologySpreadConstraints"] = list(template.topology_spread_constraints)
-    if template.host_network:
-        host_network(pod)
-    if template.service_account_name:
-        pod["serviceAccountName"] = template.service_account_name
-    if template.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": s} for s in template.image_pull_secrets]
-    if template.priority_class_name:
-        pod["priorityClassName"] = template.priority_class_name
-    if template.security_context:
-        pod["securityContext"] = template.security_context
-
-    spec: dict[str, Any] = {
-        "completionMode": "Indexed",
-        "completions": pods,
-        "parallelism": pods,
-        "backoffLimit": args.backoff_limit,
-    }
-    if args.active_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = args.active_deadline_seconds
-    if args.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
-    spec["template"] = {
-        "metadata": metadata_without_name({**labels, **(template.pod_labels or {})},
-                                          {**annotations, **(template.pod_annotations or {})}),
-        "spec": pod,
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata(job_name(name, role), args.namespace, labels, job_annotations),
-        "spec": spec,
-    }
 
 
 def host_network(pod: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ refuse every pod the job creates: they are checked where the argument is read, w
 
 from typing import Any
 
-from trainjobs.core.naming import label_key_problem
+from trainjobs.kube.naming import label_key_problem
 
 __all__ = ["spread_problems"]
 

@@ -1,13 +1,13 @@
-"""Pod templates: a runtime's template overlaid with a job's settings, and the lists they merge."""
+"""Merging settings: one model's fields over another's (a runtime's pod template under a job's), and the
+lists they merge by key."""
 
 from typing import Any
 
 from pydantic import BaseModel
 
-from trainjobs.core.args import PodTemplate, TrainJobArgs
 
 
-def overlay(base: PodTemplate, top: PodTemplate) -> PodTemplate:
+def overlay(base: BaseModel, top: BaseModel) -> BaseModel:
     """`top` over `base` (same model type), each field by `merged_value`."""
     model = type(base)   # the values are validated already: merge without validating again
     return model.model_construct(**{name: merged_value(name, getattr(base, name), getattr(top, name, None))
@@ -56,12 +56,3 @@ def upsert(items: list, additions: list, key) -> list:
 def upsert_env(env: list[dict[str, Any]], additions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Env entries in Kubernetes form, later ones replacing earlier ones of the same name in place."""
     return upsert(env, additions, key=lambda e: e["name"])
-
-
-def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs) -> PodTemplate:
-    return overlay(runtime_template or PodTemplate(), args.template_overrides())
-
-
-def template_env(template: PodTemplate) -> list[dict[str, Any]]:
-    """The template's env entries in Kubernetes form."""
-    return [e.manifest() for e in template.env or ()]

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainjobs.core.args import AccessMode, Model, PlatformProfile, _quantity, parse_args, resolve_input_types
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import dns_subdomain_problem, labelled_name_problem, rfc1123_label_problem
+from trainjobs.kube.naming import dns_subdomain_problem, labelled_name_problem, rfc1123_label_problem
 from trainjobs.kube import apivalidation
 from trainjobs.scheduling.kueue import QUEUE_LABEL
 

@@ -1,185 +1,185 @@
 """Scheduling integrations: how a job's pods reach the scheduler that places them.
 
-The core hands over the job's finished objects (trainjobs.core.pipeline) and this package decorates them:
-the pods' `schedulerName` and the Jobs' `suspend` for every job, then, when `gang_scheduler` names one,
-that scheduler's module (`kueue`, `volcano`, `coscheduling` here) adds its labels, annotations and
-objects so the pods that must run together are placed together. The core imports only this interface.
+The core hands over the job's pod sets before any object is built (trainjobs.core.podsets.Workload) and
+this package decorates them: the pods' `schedulerName` and the registered objects' `suspend` for every
+job, then, when `gang_scheduler` names one, that scheduler's labels, annotations and objects, so the pods
+that must run together are placed together. The backend then builds objects that carry them all.
+
+One registry: `BUILT_IN` names this package's modules, each of which registers its `GangScheduler` by
+name when imported (`register`); they are imported when a scheduler is first looked up, and one defined
+elsewhere registers itself the same way. The `gang_scheduler` argument accepts the registered names,
+and its description lists them (`summaries`). Each declares the arguments it reads (`reads`), from which
+this package refuses an argument that no chosen scheduler reads; its own `check` refuses the rest.
 
 The gang of a job is its training pods (node pods, and an MPI launcher): they start together and
 need each other. Initializers run before them, and extra roles beside them without being needed,
 so neither is counted in the gang; each scheduler module still queues them (docs/scheduling.md).
 """
 
-import importlib
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from __future__ import annotations
 
-from trainjobs.backends.jobset import child_job_name
-from trainjobs.core.args import GANG_SCHEDULERS, TrainJobArgs
-from trainjobs.core.errors import IssueCollector
-from trainjobs.backends import pod_count, total_requests
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Mapping
 
-__all__ = ["Gang", "GangScheduler", "PodSet", "Scheduled", "pod_sets", "pod_templates", "schedule"]
+from trainjobs.kube.requests import total_requests
 
+if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+    from trainjobs.backends import Backend
+    from trainjobs.core.args import TrainJobArgs
+    from trainjobs.core.errors import IssueCollector
+    from trainjobs.core.podsets import PodSetSpec, Workload
 
-@dataclass(frozen=True)
-class PodSet:
-    """Pods of one shape: a Job, or a replicated job of a JobSet (each of its Jobs alike)."""
-
-    job_name: str
-    """The Job that runs them (for a JobSet, the name its controller gives the first Job)."""
-    owner: dict[str, Any]
-    """The registered object holding them: the Job, or the JobSet."""
-    jobs: int
-    job_spec: dict[str, Any]
-    starts_after: tuple[str, ...] = ()
-    """Job names of the pod sets that must be ready or complete before these pods are created."""
-
-    @property
-    def template(self) -> dict[str, Any]:
-        return self.job_spec["template"]
-
-    def as_jobs(self) -> list[dict[str, Any]]:
-        """The pod set as the Jobs that run it, for counting pods and requests."""
-        return [{"apiVersion": "batch/v1", "kind": "Job", "spec": self.job_spec}] * self.jobs
-
-
-def pod_sets(manifests: list[dict[str, Any]]) -> list[PodSet]:
-    """Every pod set of the Jobs and JobSets among `manifests`, in order."""
-    found = []
-    for obj in manifests:
-        if obj["kind"] == "Job":
-            found.append(PodSet(obj["metadata"]["name"], obj, 1, obj["spec"]))
-        elif obj["kind"] == "JobSet":
-            jobset = obj["metadata"]["name"]
-            for replicated in obj["spec"].get("replicatedJobs", []):
-                after = tuple(child_job_name(jobset, d["name"], 0) for d in replicated.get("dependsOn", []))
-                found.append(PodSet(child_job_name(jobset, replicated["name"], 0), obj,
-                                    int(replicated.get("replicas", 1)), replicated["template"]["spec"], after))
-    return found
+__all__ = ["Gang", "GangScheduler", "Reads", "integration", "names", "register", "schedule", "summaries", "unregister"]
 
 
 @dataclass(frozen=True)
 class Gang:
-    """What a scheduler module decorates: the job's objects, and which of their pods must run together."""
+    """What a scheduler decorates: the job's pod sets, which of them must run together, and the backend
+    that will hold them (which start order it keeps, which objects hold which pod sets)."""
 
-    name: str
-    args: TrainJobArgs
-    manifests: list[dict[str, Any]]
-    members: tuple[str, ...]
-    """Names of the Jobs whose pods must run together (the training roles')."""
+    workload: Workload
+    backend: Backend
     issues: IssueCollector
 
-    @cached_property
-    def all_sets(self) -> list[PodSet]:
-        return pod_sets(self.manifests)
+    @property
+    def name(self) -> str:
+        return self.workload.name
 
-    def member_sets(self) -> list[PodSet]:
-        return [p for p in self.all_sets if p.job_name in self.members]
+    @property
+    def args(self) -> TrainJobArgs:
+        return self.workload.args
 
-    def member_objects(self) -> list[dict[str, Any]]:
-        """The registered objects holding the gang's pods (Jobs, or one JobSet)."""
-        owners: list[dict[str, Any]] = []
-        for pod_set in self.member_sets():
-            if not any(pod_set.owner is o for o in owners):
-                owners.append(pod_set.owner)
-        return owners
+    def members(self) -> list[PodSetSpec]:
+        """The pod sets whose pods must run together (the training roles')."""
+        return self.workload.gang()
 
-    def first_together(self) -> list[PodSet]:
-        """The gang's pod sets created at once. A set that starts after another member (a JobSet's MPI
-        launcher after its nodes are ready) is created only once those run: it joins the group then,
-        and cannot be waited for before they are placed."""
-        return [p for p in self.member_sets() if not set(p.starts_after) & set(self.members)]
+    def others(self) -> list[PodSetSpec]:
+        return [p for p in self.workload.pod_sets if not p.gang]
+
+    def first_together(self) -> list[PodSetSpec]:
+        """The gang's pod sets created at once. A set the backend starts only after another member is
+        ready (a JobSet's MPI launcher after its nodes) joins the group then, and cannot be waited for
+        before they are placed."""
+        members = {p.role for p in self.members()}
+        return [p for p in self.members()
+                if not any(a.role in members and a.status in self.backend.start_order for a in p.starts_after)]
 
     def min_member(self) -> int:
-        return pod_count(job for p in self.first_together() for job in p.as_jobs())
+        return sum(p.count for p in self.first_together())
 
     def min_resources(self) -> dict[str, str]:
         """What the pods counted in min_member request together (a PodGroup's minResources)."""
-        return total_requests(job for p in self.first_together() for job in p.as_jobs())
+        return total_requests((p.count, p.template["spec"]) for p in self.first_together())
 
-    def member_templates(self) -> list[dict[str, Any]]:
-        return [p.template for p in self.member_sets()]
-
-    def other_templates(self) -> list[dict[str, Any]]:
-        return [p.template for p in self.all_sets if p.job_name not in self.members]
+    def holders(self) -> list[str]:
+        """The registered objects that will hold the gang's pods (Jobs, or one JobSet), by name."""
+        return self.backend.holders(self.workload, self.members())
 
 
-@dataclass
-class Scheduled:
-    """The job's objects after scheduling, and Pulumi options some of them need."""
+@dataclass(frozen=True)
+class Reads:
+    """What an argument is to the scheduler that reads it."""
 
-    manifests: list[dict[str, Any]]
-    ignore_changes: dict[str, list[str]] = field(default_factory=dict)
-    """Object name -> input paths Pulumi must not diff (fields another controller owns)."""
-
-    def add_before_jobs(self, obj: dict[str, Any]) -> None:
-        """An object the Jobs' pods need when they are created (a PodGroup), registered before them."""
-        kinds = [m["kind"] for m in self.manifests]
-        first = min((kinds.index(k) for k in ("Job", "JobSet") if k in kinds), default=len(kinds))
-        self.manifests.insert(first, obj)
+    meaning: str
+    """e.g. "a Kueue LocalQueue", for when no gang scheduler is chosen."""
+    only_here: str
+    """e.g. "only the coscheduling PodGroup has a schedule timeout", for when another one is."""
 
 
 class GangScheduler:
-    """One gang scheduler integration; a module of this package defines one as `SCHEDULER`."""
+    """One gang scheduler integration; a module of this package registers one."""
+
+    summary: str = ""
+    """What it does with the gang, in a few words, for the `gang_scheduler` argument's description."""
+    reads: Mapping[str, Reads] = {}
+    """The scheduling arguments it reads beyond gang_scheduler (queue, priority_class, ...)."""
 
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         """Arguments this scheduler cannot honour, reported with the field and the fix."""
 
-    def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
-        """Add the scheduler's labels, annotations and objects to `scheduled` (changed in place)."""
+    def decorate(self, gang: Gang) -> None:
+        """Add the scheduler's labels, annotations and objects to the gang's workload (changed in place)."""
         raise NotImplementedError
 
 
+BUILT_IN = ("kueue", "volcano", "coscheduling")
+"""This package's scheduler modules, in the order the `gang_scheduler` argument's description lists them."""
+_REGISTRY: dict[str, GangScheduler] = {}
+_loaded: list[bool] = []
+
+
+def register(name: str, scheduler: GangScheduler) -> None:
+    """Make `scheduler` the one named `name` (a value of the `gang_scheduler` argument)."""
+    _REGISTRY[name] = scheduler
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def _schedulers() -> dict[str, GangScheduler]:
+    """Every registered scheduler, this package's modules imported (and so registered) on first use."""
+    if not _loaded:
+        _loaded.append(True)
+        for module in BUILT_IN:
+            import_module(f"{__name__}.{module}")
+        # Built-in ones first, in BUILT_IN's order, whichever module was imported (and registered) first.
+        ordered = sorted(_REGISTRY.items(), key=lambda item: BUILT_IN.index(item[0]) if item[0] in BUILT_IN
+                         else len(BUILT_IN))
+        _REGISTRY.clear()
+        _REGISTRY.update(ordered)
+    return _REGISTRY
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_schedulers())
+
+
+def summaries() -> dict[str, str]:
+    """Each scheduler's name and what it does with the gang, for the `gang_scheduler` argument's description."""
+    return {name: scheduler.summary for name, scheduler in _schedulers().items()}
+
+
 def integration(name: str) -> GangScheduler:
-    """The integration of a gang scheduler named in GANG_SCHEDULERS, its module imported when first used."""
-    return importlib.import_module(f"{__name__}.{name}").SCHEDULER
+    return _schedulers()[name]
 
 
-def schedule(name: str, args: TrainJobArgs, manifests: list[dict[str, Any]], members: list[str],
-             issues: IssueCollector) -> Scheduled:
-    """The job's objects with `scheduler_name`, `suspend` and the gang scheduler's part applied.
-
-    The objects are the ones the pipeline has just built for this job alone, and are decorated in
-    place (metadata, pod specs and Job specs get keys; no value shared with the arguments is changed).
-    """
-    _check_combinations(args, issues)
-    scheduled = Scheduled(list(manifests))
-    if args.scheduler_name is None and args.suspend is None and args.gang_scheduler is None:
-        return scheduled
+def schedule(workload: Workload, backend: Backend, issues: IssueCollector) -> None:
+    """The workload with `scheduler_name`, `suspend` and the gang scheduler's part applied, in place
+    (pod templates, labels and objects of this job alone; no value shared with the arguments changes)."""
+    args = workload.args
     if args.scheduler_name:
-        for template in pod_templates(scheduled.manifests):
-            template["spec"]["schedulerName"] = args.scheduler_name
+        for pod_set in workload.pod_sets:
+            pod_set.template["spec"]["schedulerName"] = args.scheduler_name
     if args.suspend is not None:
-        for obj in scheduled.manifests:
-            if obj["kind"] in ("Job", "JobSet"):
-                obj["spec"]["suspend"] = args.suspend
-    if args.gang_scheduler in GANG_SCHEDULERS:
-        scheduler = integration(args.gang_scheduler)
-        scheduler.check(args, issues)
-        scheduler.decorate(Gang(name, args, scheduled.manifests, tuple(members), issues), scheduled)
-    return scheduled
-
-
-def _check_combinations(args: TrainJobArgs, issues: IssueCollector) -> None:
-    """Scheduling arguments that only mean something with a gang scheduler that reads them."""
+        workload.suspend = args.suspend
     if args.gang_scheduler is None:
-        for field_name, what in (("queue", "a Kueue LocalQueue or a Volcano queue"),
-                                 ("priority_class", "a Kueue WorkloadPriorityClass or a Volcano PodGroup's priority "
-                                                    "(the pods' own priority is priority_class_name)"),
-                                 ("schedule_timeout_seconds", "the coscheduling PodGroup's timeout")):
-            if getattr(args, field_name) is not None:
-                issues.add(field_name, f"is {what}, and no gang scheduler reads it: set gang_scheduler, or remove "
-                                       f"{field_name}")
-    elif args.schedule_timeout_seconds is not None and args.gang_scheduler != "coscheduling":
-        issues.add("schedule_timeout_seconds", f"only the coscheduling PodGroup has a schedule timeout; "
-                                               f"{args.gang_scheduler} has none: remove schedule_timeout_seconds")
+        _check_unread(args, issues)
+        return
+    scheduler = integration(args.gang_scheduler)
+    scheduler.check(args, issues)
+    _check_unread(args, issues, scheduler)
+    scheduler.decorate(Gang(workload, backend, issues))
 
 
-def pod_templates(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pod template of the Jobs and JobSets among `manifests`."""
-    return [p.template for p in pod_sets(manifests)]
+def _check_unread(args: TrainJobArgs, issues: IssueCollector, chosen: GangScheduler | None = None) -> None:
+    """Scheduling arguments only a gang scheduler reads, given when none is chosen or when the chosen one
+    does not read them (and its own check said nothing about them)."""
+    readers: dict[str, list[Reads]] = {}
+    for scheduler in _schedulers().values():
+        for field_name, reads in scheduler.reads.items():
+            readers.setdefault(field_name, []).append(reads)
+    reported = {issue.field for issue in issues.issues}
+    for field_name, reads in readers.items():
+        if getattr(args, field_name) is None or field_name in reported:
+            continue
+        if chosen is None:
+            issues.add(field_name, f"is {' or '.join(r.meaning for r in reads)}, and no gang scheduler reads it: "
+                                   f"set gang_scheduler, or remove {field_name}")
+        elif field_name not in chosen.reads:
+            issues.add(field_name, f"{'; '.join(r.only_here for r in reads)}; {args.gang_scheduler} has none: "
+                                   f"remove {field_name}")
 
 
 def set_labels(target: dict[str, Any], labels: dict[str, str], key: str = "labels") -> None:

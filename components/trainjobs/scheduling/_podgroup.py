@@ -3,7 +3,8 @@ every object of the job is."""
 
 from typing import Any
 
-from trainjobs.kube.manifests import metadata, object_labels
+from trainjobs.kube.manifests import metadata
+from trainjobs.core.objects import object_labels
 from trainjobs.scheduling import Gang
 
 POD_GROUP_ROLE = "podgroup"

@@ -8,7 +8,7 @@ the cluster's default scheduler is taken to run it. The PodGroup has no queue an
 
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
+from trainjobs.scheduling import Gang, GangScheduler, Reads, register, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
@@ -16,6 +16,10 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 class Coscheduling(GangScheduler):
+    summary = "a scheduler-plugins PodGroup"
+    reads = {"schedule_timeout_seconds": Reads("the coscheduling PodGroup's timeout",
+                                               "only the coscheduling PodGroup has a schedule timeout")}
+
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         if args.queue is not None:
             issues.add("queue", "coscheduling has no queues: remove queue, or use gang_scheduler kueue or volcano")
@@ -23,16 +27,16 @@ class Coscheduling(GangScheduler):
             issues.add("priority_class", "a coscheduling PodGroup has no priority: set the pods' priority with "
                                          "priority_class_name instead (one priority for the whole group)")
 
-    def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
+    def decorate(self, gang: Gang) -> None:
         spec: dict = {"minMember": gang.min_member()}
         requests = gang.min_resources()
         if requests:
             spec["minResources"] = requests
         if gang.args.schedule_timeout_seconds is not None:
             spec["scheduleTimeoutSeconds"] = gang.args.schedule_timeout_seconds
-        for template in gang.member_templates():
-            set_labels(template["metadata"], {POD_GROUP_LABEL: gang.name})
-        scheduled.add_before_jobs(pod_group(gang, API_VERSION, spec))
+        for pod_set in gang.members():
+            set_labels(pod_set.template["metadata"], {POD_GROUP_LABEL: gang.name})
+        gang.workload.objects_before.append(pod_group(gang, API_VERSION, spec))
 
 
-SCHEDULER = Coscheduling()
+register("coscheduling", Coscheduling())

@@ -5,24 +5,29 @@ its pods at once. A job whose training pods are one Job (torch, TorchTune, JAX, 
 launcher as the only host) is therefore admitted as one unit. A job whose training pods span Jobs (an
 MPI launcher Job and its node Job) would be two Workloads, admitted independently; it needs the JobSet
 backend, whose one JobSet is one Workload. Kueue's pod groups cannot join them either: Kueue leaves
-pods owned by a Job to the Job integration. docs/scheduling.md explains the choice.
+pods owned by a Job to the Job integration. docs/scheduling.md explains the choice. Which objects hold
+the gang's pods is the backend's answer (`Backend.holders`), so a new backend needs no change here.
 
 Kueue suspends the Jobs it manages and resumes them on admission; the job never sets `suspend`, and
 Pulumi is told to ignore it, so a `pulumi up` after admission or re-queueing changes nothing.
 """
 
 from trainjobs.core.args import TrainJobArgs
-from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import labelled_name_problem
-from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
+from trainjobs.core.errors import IssueCollector, shown
+from trainjobs.kube.naming import labelled_name_problem
+from trainjobs.scheduling import Gang, GangScheduler, Reads, register
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation (docs/scheduling.md).
-KUEUE_OWNED_PATHS = ["spec.suspend"]
+KUEUE_OWNED_PATHS = ("spec.suspend",)
 
 
 class Kueue(GangScheduler):
+    summary = "admitted whole from a Kueue LocalQueue"
+    reads = {"queue": Reads("a Kueue LocalQueue", "Kueue admits the job from a LocalQueue"),
+             "priority_class": Reads("a Kueue WorkloadPriorityClass", "Kueue orders its queue by WorkloadPriorityClass")}
+
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         if not args.queue:
             issues.add("queue", 'Kueue admits a job from a LocalQueue: set queue to its name (e.g. "default" where '
@@ -40,24 +45,22 @@ class Kueue(GangScheduler):
             issues.add("suspend", "Kueue suspends and resumes the Jobs it admits: remove suspend (the job waits "
                                   "in its queue until admitted)")
 
-    def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
+    def decorate(self, gang: Gang) -> None:
         args = gang.args
-        members = gang.member_objects()
-        if len(members) > 1:
-            names = ", ".join(m["metadata"]["name"] for m in members)
-            gang.issues.add("gang_scheduler", f"Kueue admits each batch/v1 Job on its own, so the Jobs {names}, whose "
-                                              "pods must run together, would be admitted separately: set backend "
-                                              '"jobset" (one JobSet, admitted as one Workload)')
+        holders = gang.holders()
+        if len(holders) > 1:
+            names = ", ".join(holders)
+            gang.issues.add("gang_scheduler", f"Kueue admits each object of backend {shown(args.backend)} on its own, "
+                                              f"so {names}, whose pods must run together, would be admitted "
+                                              'separately: set backend "jobset" (one JobSet, admitted as one Workload)')
         refused = {issue.field for issue in gang.issues.issues}
         if not args.queue or "queue" in refused:
             return   # reported by check
         labels = {QUEUE_LABEL: args.queue}
         if args.priority_class and "priority_class" not in refused:
             labels[PRIORITY_LABEL] = args.priority_class
-        for obj in scheduled.manifests:
-            if obj["kind"] in ("Job", "JobSet"):
-                set_labels(obj["metadata"], labels)
-                scheduled.ignore_changes[obj["metadata"]["name"]] = list(KUEUE_OWNED_PATHS)
+        gang.workload.labels.update(labels)   # on every object that runs pods, not on the pods
+        gang.workload.ignore_changes = KUEUE_OWNED_PATHS
 
 
-SCHEDULER = Kueue()
+register("kueue", Kueue())

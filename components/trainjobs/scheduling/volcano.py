@@ -8,8 +8,8 @@ a group of its own in that queue.
 
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.naming import dns_subdomain_problem
-from trainjobs.scheduling import Gang, GangScheduler, Scheduled, set_labels
+from trainjobs.kube.naming import dns_subdomain_problem
+from trainjobs.scheduling import Gang, GangScheduler, Reads, register, set_labels
 from trainjobs.scheduling._podgroup import pod_group
 
 API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -19,6 +19,11 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 
 class Volcano(GangScheduler):
+    summary = "a Volcano PodGroup"
+    reads = {"queue": Reads("a Volcano queue", "Volcano places the job in a queue"),
+             "priority_class": Reads("a Volcano PodGroup's priority (the pods' own priority is priority_class_name)",
+                                     "a Volcano PodGroup has a priority (the pods' own priority is priority_class_name)")}
+
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         # The PodGroup CRD's pattern on spec.queue, and the name of a PriorityClass: DNS subdomains.
         for field_name, names in (("queue", "a Volcano Queue (the PodGroup's spec.queue)"),
@@ -28,7 +33,7 @@ class Volcano(GangScheduler):
             if problem:
                 issues.add(field_name, f"{problem}; it names {names}: use that object's name")
 
-    def decorate(self, gang: Gang, scheduled: Scheduled) -> None:
+    def decorate(self, gang: Gang) -> None:
         args = gang.args
         spec: dict = {"minMember": gang.min_member()}
         requests = gang.min_resources()
@@ -38,14 +43,14 @@ class Volcano(GangScheduler):
             spec["queue"] = args.queue
         if args.priority_class:
             spec["priorityClassName"] = args.priority_class
-        for template in (p.template for p in gang.all_sets):
-            template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
-        for template in gang.member_templates():
-            set_labels(template["metadata"], {GROUP_ANNOTATION: gang.name}, key="annotations")
+        for pod_set in gang.workload.pod_sets:
+            pod_set.template["spec"].setdefault("schedulerName", SCHEDULER_NAME)
+        for pod_set in gang.members():
+            set_labels(pod_set.template["metadata"], {GROUP_ANNOTATION: gang.name}, key="annotations")
         if args.queue:
-            for template in gang.other_templates():
-                set_labels(template["metadata"], {QUEUE_ANNOTATION: args.queue}, key="annotations")
-        scheduled.add_before_jobs(pod_group(gang, API_VERSION, spec))
+            for pod_set in gang.others():
+                set_labels(pod_set.template["metadata"], {QUEUE_ANNOTATION: args.queue}, key="annotations")
+        gang.workload.objects_before.append(pod_group(gang, API_VERSION, spec))
 
 
-SCHEDULER = Volcano()
+register("volcano", Volcano())

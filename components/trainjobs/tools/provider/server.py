@@ -33,17 +33,12 @@ from trainjobs import __version__
 from trainjobs.core.component import PACKAGE, TrainJobComponent
 from trainjobs.core.descriptions import field_description
 from trainjobs.core.errors import TrainJobError
-from trainjobs.families.jax import JaxTrainJob
-from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
-from trainjobs.families.torch import TorchTrainJob
-from trainjobs.families.torchtune import TorchTuneTrainJob
-from trainjobs.families.xgboost import XGBoostTrainJob
+from trainjobs.families import components
 from trainjobs.platform.namespace import TrainingNamespace
 from trainjobs.tools.provider import wire
 from trainjobs.tools.engine import _train_job_error
 
-JOB_COMPONENTS = (TorchTrainJob, TorchTuneTrainJob, JaxTrainJob, MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob,
-                  XGBoostTrainJob)
+JOB_COMPONENTS = tuple(components())
 COMPONENTS = (*JOB_COMPONENTS, TrainingNamespace)
 # Components whose outputs are declared by an outputs model (`outputs_type`), not by annotations.
 _MODELLED = (TrainJobComponent, TrainingNamespace)

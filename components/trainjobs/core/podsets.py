@@ -1,0 +1,85 @@
+"""A job's pods before any object holds them: the write side of the pod-set model.
+
+As Kubeflow Trainer's runtime framework builds its pod sets before a JobSet exists, the pipeline
+(trainjobs.core.pipeline) describes every role's pods as a `PodSetSpec`: the role, how many pods, their
+pod template and the Job-level rules they run under (completion mode, backoff, failure policy), when
+they start (after which role is Ready or Complete), whether they belong to the gang, and whether
+their completion completes the job. Families declare their roles (trainjobs.core.family.TrainingRole)
+and the core makes them pod sets; the failure policy, the override fields and the gang scheduler
+(trainjobs.scheduling) decorate the pod sets and the `Workload` around them; only then does the
+chosen backend (trainjobs.backends) materialize them, as Indexed Jobs or as one JobSet, with its own
+object shapes and names.
+
+The read side is `trainjobs.backends.PodSet`: what a registered object makes, read back from it by
+the backend that owns it, for every tool. They are two classes because they answer two questions:
+a `PodSetSpec` is mutable and exists before any name or object (a scheduler adds a label to it); a
+`PodSet` is read from finished objects, which may come from a cluster or another program, and knows
+the controller's names. A `PodSetSpec` never survives materialization.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainjobs.core.args import TrainJobArgs
+
+__all__ = ["COMPLETE", "READY", "PodSetSpec", "StartAfter", "Workload"]
+
+READY = "Ready"
+"""The pods of the role started after are running and ready (an MPI launcher after its nodes' sshd)."""
+COMPLETE = "Complete"
+"""The role started after has completed (training after the initializers)."""
+
+
+@dataclass(frozen=True)
+class StartAfter:
+    role: str
+    status: str
+    """READY or COMPLETE."""
+
+
+@dataclass(slots=True)
+class PodSetSpec:
+    """One role's pods, as every backend will run them: decorated in place until a backend builds them."""
+
+    role: str
+    count: int
+    """Pods, all running at once, each with its index (hostname `<job>-<index>`)."""
+    template: dict[str, Any]
+    """The pod template: `metadata` (labels, annotations) and `spec` (a PodSpec), plain data."""
+    rules: dict[str, Any]
+    """Job-level rules, in batch/v1 JobSpec fields: completionMode, backoffLimit, podFailurePolicy,
+    backoffLimitPerIndex, activeDeadlineSeconds, ttlSecondsAfterFinished, and the job_spec_overrides."""
+    labels: dict[str, str]
+    """Labels of the object that holds these pods (the role's Job, or the replicated job)."""
+    annotations: dict[str, str]
+    """Annotations of that object, with how Pulumi awaits it (skipAwait, timeoutSeconds)."""
+    starts_after: tuple[StartAfter, ...] = ()
+    gang: bool = False
+    """Training pods: they run together (the gang a gang scheduler places whole) and get the failure
+    policy's exit-code rules and the override fields."""
+    completes_job: bool = False
+    """Their completion completes the job (JobSet `successPolicy`)."""
+    separate: bool = False
+    """Pods beside the job (extra roles): registered on their own, outside a backend's workload object."""
+
+
+@dataclass(slots=True)
+class Workload:
+    """Every pod set of a job, and what applies to every object a backend registers to run them."""
+
+    name: str
+    """The job's name `N`, which every object is named after."""
+    args: TrainJobArgs
+    pod_sets: list[PodSetSpec]
+    """Initializers, then the training roles in the family's order, then extra roles."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Added to every registered object that runs pods (Kueue's queue name), not to the pods."""
+    suspend: bool | None = None
+    """`spec.suspend` of every registered object that runs pods; None leaves it unset."""
+    ignore_changes: tuple[str, ...] = ()
+    """Input paths of those objects Pulumi must not diff (fields another controller owns)."""
+    objects_before: list[dict[str, Any]] = field(default_factory=list)
+    """Objects the pods need when they are created (a PodGroup), registered before them."""
+
+    def gang(self) -> list[PodSetSpec]:
+        return [p for p in self.pod_sets if p.gang]
