@@ -42,6 +42,9 @@ class Derivation:
 
     name: str
     args: TrainJobArgs
+    """The job's arguments over its profile's defaults."""
+    given: TrainJobArgs | None = None
+    """The job's own arguments, before its profile's defaults (None: the same as `args`)."""
     issues: IssueCollector = field(default_factory=IssueCollector)
     derived: dict[str, Any] = field(default_factory=dict)
     """Values a hook works out for later hooks (e.g. the resolved processes per pod, for the outputs)."""

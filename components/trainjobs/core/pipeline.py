@@ -55,7 +55,7 @@ class TrainJobPlan:
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
     sourced = from_profile(args)
-    job = Derivation(run_job_name(name, args.run), apply_profile(args))
+    job = Derivation(run_job_name(name, args.run), apply_profile(args), given=args)
     roles = family.roles(job)
     for role in roles:
         if role.pods:
@@ -112,8 +112,8 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     check_overrides(issues, args)
     check_failure_policy(issues, args, family.restart_refusal(job))
 
-    workload = Workload(name, args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
-                                     *extra_role_pod_sets(name, args, runtime)])
+    workload = Workload(name, args, job.given or args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
+                                                         *extra_role_pod_sets(name, args, runtime)])
     for pod_set in workload.pod_sets:
         apply_failure_policy(pod_set, args)
     chosen = backend(args.backend)
