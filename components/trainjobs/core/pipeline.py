@@ -50,6 +50,8 @@ class TrainJobPlan:
     ordering: tuple[tuple[str, str], ...] = ()
     # Object name -> input paths Pulumi leaves alone (fields a scheduler such as Kueue owns).
     ignore_changes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What is allowed but likely not meant: the component logs each as a Pulumi warning.
+    warnings: tuple[Issue, ...] = ()
 
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
@@ -137,7 +139,8 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     ignored = (tuple((o["metadata"]["name"], workload.ignore_changes) for o in assembly.objects)
                if workload.ignore_changes else ())
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=assembly.ordering, ignore_changes=tuple(sorted(ignored)))
+                        ordering=assembly.ordering, ignore_changes=tuple(sorted(ignored)),
+                        warnings=tuple(job.warnings.issues))
 
 
 def _training_pod_sets(job: Derivation, roles: list[TrainingRole], setup: InitializerSetup) -> list[PodSetSpec]:
