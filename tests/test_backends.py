@@ -168,8 +168,8 @@ def test_explain_and_the_tree_show_the_same_pods(case):
     assert all(f"pod {hostname}" in text for hostname in pods(jobset))
     lines = tree(run(lambda: component("job", {**args, "backend": "jobset"}))).splitlines()
     (line,) = [line for line in lines if "JobSet job" in line]
-    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pods, requests nothing)",
-                "torch-initializers-extra-roles": "(job-dataset-initializer-0: 1 pods, job-model-initializer-0: 1 pods, "
+    expected = {"openmpi": "(job-node-0: 3 pods, job-launcher-0: 1 pod, requests nothing)",
+                "torch-initializers-extra-roles": "(job-dataset-initializer-0: 1 pod, job-model-initializer-0: 1 pod, "
                                                   "job-node-0: 2 pods, requests nothing)"}[case]
     assert line.endswith(expected), line
 

@@ -92,7 +92,8 @@ def test_the_tree_shows_every_pod_set_and_the_stacks_pods(family, backend):
     text = tree(result)
     own = in_own_object(objects)
     for name, count in expected.items():
-        shown = f"Job {name}  ({count} pods, requests " if own[name] else f"{name}: {count} pods"
+        pods = f"{count} pod" if count == 1 else f"{count} pods"
+        shown = f"Job {name}  ({pods}, requests " if own[name] else f"{name}: {pods}"
         assert text.count(shown) == 1, (shown, text)
     assert text.splitlines()[-1].endswith(f" in {sum(expected.values())} pods")
     assert text.count("JobSet j  (") == (backend == "jobset")

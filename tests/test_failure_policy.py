@@ -159,3 +159,17 @@ def test_accepted_policies_give_valid_jobs_with_the_rules_asked_for(policy, back
     assert policy.get("backoff_limit_per_index") is None or rendezvous == "c10d"
     for obj in (r.manifest for r in result.kubernetes()):
         kubernetes_validate.validate(obj, "1.33.0", strict=True)
+
+
+def test_a_profiles_max_restarts_is_acted_on_by_the_jobset_backend_and_left_by_jobs():
+    """A profile sets max_restarts once for every job (docs/failures.md): the jobset backend restarts the group,
+    the jobs backend has nothing that could, and neither refuses the job for it; a job's own max_restarts
+    under `jobs` is still refused."""
+    profile = {"failure_policy": {"max_restarts": 2}}
+    on_jobset = run(lambda: TorchTrainJob("a", {"image": "img:1", "backend": "jobset", "profile": profile}))
+    assert on_jobset.get("JobSet", "a").manifest["spec"]["failurePolicy"] == {"maxRestarts": 2}
+    on_jobs = run(lambda: TorchTrainJob("a", {"image": "img:1", "profile": profile}))
+    assert [r.kind for r in on_jobs.kubernetes()] == ["Service", "Job"]
+    error, result = attempt(lambda: TorchTrainJob("a", {"image": "img:1", "profile": profile,
+                                                        "failure_policy": {"max_restarts": 1}}))
+    assert [i.field for i in error.issues] == ["failure_policy.max_restarts"] and result.resources == []

@@ -5,8 +5,12 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
+import trainjobs
+
 from trainjobs.tools.cli.main import main
-from trainjobs.testing import run_program
+from trainjobs.testing import attempt, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "stacks" / "platform"
@@ -34,7 +38,7 @@ def test_the_platform_render_matches_its_golden_files(tmp_path, capsys):
     tree = files(out)["tree.txt"]   # what each object is created after, outside its own component
     assert "└─ TrainingNamespace llm  (requests nothing)" not in tree and "└─ TrainingNamespace llm\n" in tree
     assert "Job pretrain-node-0  (4 pods, requests 32 nvidia.com/gpu)  after Namespace llm, ServiceAccount trainer" in tree
-    assert ("Job finetune-dataset-initializer-0  (1 pods, requests nothing)  after Namespace llm, Secret hf-token"
+    assert ("Job finetune-dataset-initializer-0  (1 pod, requests nothing)  after Namespace llm, Secret hf-token"
             in tree)
     assert tree.endswith("Stack requests: 42 nvidia.com/gpu in 9 pods\n")   # 4 x 8 + 2 x 4 + 2 x 1
     assert "TorchTrainJob pretrain  (requests 32 nvidia.com/gpu)" in printed
@@ -65,3 +69,15 @@ def test_without_the_other_stacks_output_the_image_is_unknown_and_nothing_is_hid
     job = (out / "batch_v1-job-llm-pretrain-node-0.yaml").read_text()
     assert "image: '[unknown]'" in job and "PET_NNODES" in job
     assert len([p for p in out.iterdir() if p.suffix == ".yaml"]) == 12
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"service_account_name": "Bad_SA"}, "service_account_name"),
+    ({"image_pull_secrets": ["registry", "Bad One"]}, "image_pull_secrets[1]"),
+    ({"local_queue_name": "Team Q"}, "local_queue_name"),
+    ({"local_queue_name": "Team Q", "kueue_cluster_queue": "gpus"}, "local_queue_name"),
+])
+def test_a_bad_name_of_an_object_in_the_namespace_is_refused_on_its_argument(args, field):
+    """Not on `namespace`, where the objects' own check would put it: the name is the argument's."""
+    error, result = attempt(lambda: trainjobs.TrainingNamespace("team", {"namespace": "team-a", **args}))
+    assert [issue.field for issue in error.issues] == [field] and result.resources == []

@@ -32,7 +32,7 @@ def files(directory: Path) -> dict[str, bytes]:
              "   └─ Job mnist-ddp-node-0  (2 pods, requests 5 cpu, 8Gi memory)",
              "Stack requests: 32 nvidia.com/gpu, 133 cpu, 1032Gi memory in 6 pods"], 5),
     ("hpc", ["├─ DeepSpeedTrainJob ds-finetune  (requests 8 nvidia.com/gpu)",
-             "   ├─ Job pi-launcher-0  (1 pods, requests nothing)", "   ├─ Job pi-node-0  (3 pods, requests nothing)",
+             "   ├─ Job pi-launcher-0  (1 pod, requests nothing)", "   ├─ Job pi-node-0  (3 pods, requests nothing)",
              "   └─ PrivateKey pi-ssh-key", "Stack requests: 8 nvidia.com/gpu in 6 pods"], 10),
 ])
 def test_example_stacks_match_golden_files(tmp_path, capsys, stack, tree_lines, count):

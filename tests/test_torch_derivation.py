@@ -2,10 +2,11 @@
 
 import pytest
 
-from trainjobs import PodTemplate, Resources, TorchRuntime, TorchTrainJobArgs
+from trainjobs import PodTemplate, Resources, TorchRuntime, TorchTrainJob, TorchTrainJobArgs
 from trainjobs.core.pipeline import derive
 from trainjobs.core.objects import gpu_count
 from trainjobs.families.torch import TORCH, resolve_num_proc_per_node
+from trainjobs.testing import run
 
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
@@ -186,3 +187,15 @@ def test_outputs():
     assert plan.outputs.model_dump() == {"service_name": "demo", "job_name": "demo-node-0", "master_addr": "demo-node-0-0.demo",
                             "master_port": 29500, "num_nodes": 4, "num_proc_per_node": "8", "namespace": "ml",
                             "requests": {"cpu": "10", "memory": "64Gi", "nvidia.com/gpu": "32"}}
+
+
+@pytest.mark.parametrize("nproc, gpus, warned", [(16, 8, True), (8, 8, False), ("auto", 8, False), (4, 0, False)])
+def test_more_processes_than_gpus_renders_with_a_warning_on_the_argument(nproc, gpus, warned):
+    """Allowed (processes may share a GPU on purpose), but rarely meant: the render says so, as `pulumi up` would."""
+    resources = {"resources_per_node": {"limits": {"nvidia.com/gpu": gpus}}} if gpus else {}
+    result = run(lambda: TorchTrainJob("t", {"num_proc_per_node": nproc, **resources}))
+    expected = [f'TorchTrainJob "t": num_proc_per_node: {nproc} processes per pod on {gpus} GPUs: each process '
+                f"usually takes one GPU (its LOCAL_RANK), so ranks {gpus} to {nproc - 1} of each pod would share or "
+                f'find none; set {gpus}, or "auto"'] if warned else []
+    assert result.warnings == expected
+    assert result.get("Job", "t-node-0").manifest is not None   # rendered all the same

@@ -45,7 +45,8 @@ class JobsBackend:
                    *IMMUTABLE_PATHS)
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
-        policy = workload.args.failure_policy
+        # A profile sets max_restarts once for every job; only the jobset backend acts on it (docs/failures.md).
+        policy = workload.given.failure_policy
         if policy and policy.max_restarts:
             issues.add("failure_policy.max_restarts",
                        'whole-group restarts need backend "jobset" (its controller recreates every Job of the job); '

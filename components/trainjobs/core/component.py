@@ -112,6 +112,8 @@ class TrainJobComponent(pulumi.ComponentResource):
                 prerequisites.append(resource)
 
         self.register_outputs(dict(plan.outputs))
+        for warning in plan.warnings:
+            pulumi.log.warn(f'{component} "{name}": {warning}', resource=self)
 
     def __getattr__(self, attribute: str) -> pulumi.Output:
         """An output attribute (`job.master_addr`) becomes an Output when first read: most programs read

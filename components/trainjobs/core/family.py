@@ -42,7 +42,12 @@ class Derivation:
 
     name: str
     args: TrainJobArgs
+    """The job's arguments over its profile's defaults."""
+    given: TrainJobArgs | None = None
+    """The job's own arguments, before its profile's defaults (None: the same as `args`)."""
     issues: IssueCollector = field(default_factory=IssueCollector)
+    warnings: IssueCollector = field(default_factory=IssueCollector)
+    """What is allowed but likely not meant (more processes than GPUs): shown, and the job still derives."""
     derived: dict[str, Any] = field(default_factory=dict)
     """Values a hook works out for later hooks (e.g. the resolved processes per pod, for the outputs)."""
 

@@ -50,12 +50,14 @@ class TrainJobPlan:
     ordering: tuple[tuple[str, str], ...] = ()
     # Object name -> input paths Pulumi leaves alone (fields a scheduler such as Kueue owns).
     ignore_changes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # What is allowed but likely not meant: the component logs each as a Pulumi warning.
+    warnings: tuple[Issue, ...] = ()
 
 
 def derive(family: Family, name: str, args: TrainJobArgs) -> TrainJobPlan:
     """The job's objects, or TrainJobError listing every problem (the family's and the common ones)."""
     sourced = from_profile(args)
-    job = Derivation(run_job_name(name, args.run), apply_profile(args))
+    job = Derivation(run_job_name(name, args.run), apply_profile(args), given=args)
     roles = family.roles(job)
     for role in roles:
         if role.pods:
@@ -112,8 +114,8 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     check_overrides(issues, args)
     check_failure_policy(issues, args, family.restart_refusal(job))
 
-    workload = Workload(name, args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
-                                     *extra_role_pod_sets(name, args, runtime)])
+    workload = Workload(name, args, job.given or args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
+                                                         *extra_role_pod_sets(name, args, runtime)])
     for pod_set in workload.pod_sets:
         apply_failure_policy(pod_set, args)
     chosen = backend(args.backend)
@@ -137,7 +139,8 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     ignored = (tuple((o["metadata"]["name"], workload.ignore_changes) for o in assembly.objects)
                if workload.ignore_changes else ())
     return TrainJobPlan(name=name, namespace=args.namespace, manifests=tuple(manifests), outputs=outputs,
-                        ordering=assembly.ordering, ignore_changes=tuple(sorted(ignored)))
+                        ordering=assembly.ordering, ignore_changes=tuple(sorted(ignored)),
+                        warnings=tuple(job.warnings.issues))
 
 
 def _training_pod_sets(job: Derivation, roles: list[TrainingRole], setup: InitializerSetup) -> list[PodSetSpec]:

@@ -70,6 +70,10 @@ class Workload:
     name: str
     """The job's name `N`, which every object is named after."""
     args: TrainJobArgs
+    """The job's arguments over its profile's defaults."""
+    given: TrainJobArgs
+    """The job's own arguments, before its profile's: what the job itself asks (a profile's default that a
+    backend cannot act on, such as max_restarts under `jobs`, is not the job's request)."""
     pod_sets: list[PodSetSpec]
     """Initializers, then the training roles in the family's order, then extra roles."""
     labels: dict[str, str] = field(default_factory=dict)

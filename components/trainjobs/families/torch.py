@@ -208,6 +208,11 @@ class TorchFamily(Family):
         template = effective_template(args.runtime.node, args)
         nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
         job.derived["nproc"] = nproc
+        gpus = gpu_count(template.resources)
+        if nproc.isdigit() and 0 < gpus < int(nproc):
+            job.warnings.add("num_proc_per_node", f"{nproc} processes per pod on {gpus} GPUs: each process usually "
+                                                  f"takes one GPU (its LOCAL_RANK), so ranks {gpus} to {int(nproc) - 1} "
+                                                  f"of each pod would share or find none; set {gpus}, or \"auto\"")
         derived = torch_env(name, args, nproc)
         template = inject_env(job.issues, template, args.env_injection, derived)
         env = upsert_env(template_env(template), derived)

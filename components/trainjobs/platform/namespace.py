@@ -99,6 +99,17 @@ def namespace_plan(name: str, args: TrainingNamespaceArgs) -> NamespacePlan:
     namespace = args.namespace or name
     if problem := rfc1123_label_problem(namespace):
         issues.add("namespace" if args.namespace else "name", f"{problem}; a Namespace name is a DNS label")
+    # Names of objects in the namespace, checked on their argument (the objects' own check would name the
+    # namespace they are in); the same rules a job's arguments meet.
+    if args.service_account_name and (problem := dns_subdomain_problem(args.service_account_name)):
+        issues.add("service_account_name", f"{problem}; it names the ServiceAccount the team's pods run as")
+    for i, secret in enumerate(args.image_pull_secrets or ()):
+        if problem := dns_subdomain_problem(secret):
+            issues.add(f"image_pull_secrets[{i}]", f"{problem}; it names a Secret in the namespace")
+    # Jobs name the LocalQueue in their queue label (through profile() too), so its name is checked even
+    # where this namespace creates none.
+    if args.local_queue_name and (problem := labelled_name_problem(args.local_queue_name)):
+        issues.add("local_queue_name", f"{problem}; jobs name the LocalQueue in their {QUEUE_LABEL} label")
     labels = {**args.labels, "app.kubernetes.io/managed-by": "trainjobs"}
     meta = {"name": namespace, "labels": labels}
     manifests: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta}]
@@ -124,9 +135,7 @@ def namespace_plan(name: str, args: TrainingNamespaceArgs) -> NamespacePlan:
     queue = None
     if args.kueue_cluster_queue:
         queue = args.local_queue_name
-        # Jobs name the LocalQueue in their queue label, and the LocalQueue names a ClusterQueue (an object name).
-        if problem := labelled_name_problem(queue):
-            issues.add("local_queue_name", f"{problem}; jobs name the LocalQueue in their {QUEUE_LABEL} label")
+        # The LocalQueue names a ClusterQueue (an object name).
         if problem := dns_subdomain_problem(args.kueue_cluster_queue):
             issues.add("kueue_cluster_queue", f"{problem}; it is the name of a Kueue ClusterQueue")
         manifests.append({"apiVersion": LOCAL_QUEUE_API, "kind": "LocalQueue", "metadata": {"name": queue, **inside},

@@ -11,6 +11,7 @@ nothing logs in with them, and pulumi-tls makes the real ones at deploy time.
 import asyncio
 import gc
 import json
+import logging
 import os
 import runpy
 import shutil
@@ -103,6 +104,8 @@ class StackResult:
     stack: str
     resources: list[RegisteredResource]
     outputs: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """What the program logged as warnings (a component's `pulumi.log.warn`), in order."""
 
     def kubernetes(self) -> list[RegisteredResource]:
         return [r for r in self.resources if r.is_kubernetes]
@@ -235,6 +238,23 @@ def _ssh_key_pair(algorithm: str, curve: str | None) -> dict[str, str]:
         return {"privateKeyOpenssh": path.read_text(), "publicKeyOpenssh": path.with_suffix(".pub").read_text()}
 
 
+class _Collector(logging.Logger):
+    """The engine's log as the CLI would show it: warnings kept for the caller (as `pulumi up` shows
+    them), nothing else."""
+
+    def __init__(self, warnings: list[str]) -> None:
+        super().__init__("trainjobs.engine")
+        self.kept = warnings
+
+    def warning(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        self.kept.append(str(msg))
+
+    def debug(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    info = debug
+
+
 def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test",
         config: dict[str, Any] | None = None, preview: bool = False, secret_keys: list[str] | None = None,
         stack_outputs: dict[str, dict[str, Any]] | None = None, real_keys: bool = False,
@@ -268,7 +288,9 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
     mocks = _EchoMocks(stack_outputs or {}, real_keys=real_keys and not preview)
     monitor = _RecordingMonitor(mocks)
     settings.set_root_resource(None)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    warnings: list[str] = []
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor,
+                             logger=_Collector(warnings))
     pulumi.runtime.set_all_config(_config_map(project, config or {}),
                                   [key if ":" in key else f"{project}:{key}" for key in secret_keys or ()])
     outputs: dict[str, Any] = {}
@@ -298,7 +320,7 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
     if collected:   # refused jobs first: what the program did after them may have failed because of them
         every = [*collected, *([error] if isinstance(error, TrainJobError) else [])]
         error = every[0] if len(every) == 1 else TrainJobErrors(every)
-    return error, StackResult(project, stack, list(monitor.registered), outputs)
+    return error, StackResult(project, stack, list(monitor.registered), outputs, warnings)
 
 
 # Young objects per collection, and collections of each generation per collection of the next (the

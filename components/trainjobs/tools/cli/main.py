@@ -50,8 +50,11 @@ def _run(args: argparse.Namespace, preview: bool = True):
     program = Path(args.program)
     if not (program / "__main__.py" if program.is_dir() else program).is_file():
         raise FileNotFoundError(f"no program at {program}; give a Pulumi program file such as stacks/__main__.py")
-    return run_program(program, stack=args.stack, config=_config(args.config), preview=preview,
-                       stack_outputs=_stack_outputs(args.stack_output), real_keys=not preview)
+    result = run_program(program, stack=args.stack, config=_config(args.config), preview=preview,
+                         stack_outputs=_stack_outputs(args.stack_output), real_keys=not preview)
+    for warning in result.warnings:   # as `pulumi preview` shows them
+        print(f"warning: {warning}", file=sys.stderr)
+    return result
 
 
 def cmd_render(args: argparse.Namespace) -> int:

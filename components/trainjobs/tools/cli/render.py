@@ -23,7 +23,7 @@ from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 from trainjobs.tools.cli.runs import run_changes
-from trainjobs.tools.cli.summary import SUMMARY_FILE, summary
+from trainjobs.tools.cli.summary import SUMMARY_FILE, pods_text, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
@@ -215,8 +215,8 @@ def tree(result: StackResult) -> str:
             sets = pod_sets([manifest])
             if sets:
                 own = len(sets) == 1 and sets[0].job is manifest   # the object is its pods' Job
-                counts = (f"{sets[0].count} pods" if own
-                          else ", ".join(f"{s.name}: {s.count} pods" for s in sets))
+                counts = (pods_text(sets[0].count) if own
+                          else ", ".join(f"{s.name}: {pods_text(s.count)}" for s in sets))
                 detail = f"  ({counts}, requests {requests.summary(_requests(sets))})"
         elif children.get(resource.urn):
             owned = pod_sets(manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests)
@@ -231,7 +231,7 @@ def tree(result: StackResult) -> str:
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
     every = list(manifests.values())
-    lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pod_count(every)} pods")
+    lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pods_text(pod_count(every))}")
     return "\n".join(lines)
 
 
@@ -269,7 +269,7 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
             each = requests.total_requests([(1, pod_set.pod_spec)])
-            pods += [f"Job {shown(name)}: {pod_set.running} pods, each requests {requests.summary(each)}; in all "
+            pods += [f"Job {shown(name)}: {pods_text(pod_set.running)}, each requests {requests.summary(each)}; in all "
                      f"{requests.summary(_requests([pod_set]))}", ""]
             pods += _job_lines(pod_set.count, v0, v1, hosts, scripts)
     shared = []

@@ -22,6 +22,11 @@ _SHOWN = (("GPUs", is_gpu), ("CPU", lambda name: name == "cpu"),
           ("memory", lambda name: name == "memory"))
 
 
+
+def pods_text(count: int) -> str:
+    """`1 pod`, `4 pods`: as the tree and the summary count pods."""
+    return f"{count} pod{'' if count == 1 else 's'}"
+
 def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str:
     if manifest is not None:
         return f"{manifest['kind']} {manifest['metadata']['name']}"
@@ -32,14 +37,14 @@ def _node_text(label: str, manifest: dict[str, Any] | None) -> str:
     text = label
     if manifest is not None and pod_sets([manifest]):
         pods = pod_count([manifest])
-        text += f"<br/>{pods} pod{'s' if pods != 1 else ''}"
+        text += f"<br/>{pods_text(pods)}"
     return text.replace('"', "#quot;")
 
 
 def totals_text(manifests: list[dict[str, Any]]) -> str:
     """`4 pods · 32 GPUs · CPU 64 · memory 512Gi`: the pods, and each total the pods request."""
     pods = pod_count(manifests)
-    parts = [f"{pods} pod{'s' if pods != 1 else ''}"]
+    parts = [pods_text(pods)]
     requested = total_requests(manifests)
     for title, matches in _SHOWN:
         names = [name for name in requested if matches(name)]
