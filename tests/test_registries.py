@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
 
 import pytest
 
@@ -15,13 +14,12 @@ from trainjobs import MpiTrainJob, TorchTrainJob, backends, scheduling
 from trainjobs.core.args import TrainJobArgs, parse_args
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.descriptions import field_description
-from trainjobs.core.errors import IssueCollector, TrainJobError
-from trainjobs.core.naming import pod_hostname
+from trainjobs.core.errors import TrainJobError
 from trainjobs.core.pipeline import derive
-from trainjobs.core.podsets import PodSetSpec, Workload
 from trainjobs.families import FAMILIES, components
-from trainjobs.kube.manifests import metadata
 from trainjobs.scheduling import Gang, GangScheduler, Reads, set_labels
+
+from pods_backend import NAME, PodsBackend
 
 MPI_COMMAND = {"command": ["mpirun", "python", "train.py"]}
 
@@ -58,48 +56,13 @@ def test_every_component_of_a_family_module_is_registered_in_order():
     assert set(found) == defined
 
 
-# --- a backend defined here: every pod as a bare Pod ---------------------------------------------
-
-class PodsBackend:
-    """Each pod of each pod set as a Pod of its own, named and addressed as an Indexed Job's pod."""
-
-    summary = "a bare Pod per pod"
-    kinds = ("Pod",)
-    replace_on_changes = ("spec",)
-    delete_before_replace = True
-    start_order = frozenset()
-
-    def check(self, issues: IssueCollector, workload: Workload) -> None:
-        if workload.args.failure_policy and workload.args.failure_policy.max_restarts:
-            issues.add("failure_policy.max_restarts", "bare Pods are never restarted")
-
-    def materialize(self, workload: Workload) -> backends.Assembly:
-        return backends.Assembly(tuple(self._pod(workload, p, i) for p in workload.pod_sets for i in range(p.count)))
-
-    def holders(self, workload: Workload, pod_sets: Iterable[PodSetSpec]) -> list[str]:
-        return [pod_hostname(workload.name, p.role, i) for p in pod_sets for i in range(p.count)]
-
-    def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
-        return None
-
-    def pod_sets(self, manifest: Mapping[str, Any]) -> list[backends.PodSet] | None:
-        return None
-
-    @staticmethod
-    def _pod(workload: Workload, pod_set: PodSetSpec, index: int) -> dict[str, Any]:
-        name = pod_hostname(workload.name, pod_set.role, index)
-        meta = pod_set.template["metadata"]
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": metadata(name, workload.args.namespace, {**meta["labels"], **workload.labels},
-                                     meta.get("annotations") or {}),
-                "spec": {**pod_set.template["spec"], "hostname": name}}
-
+# --- a backend defined outside the package (tests/pods_backend.py): every pod as a bare Pod ------------
 
 @pytest.fixture
 def pods_backend():
-    backends.register("pods", PodsBackend())
+    backends.register(NAME, PodsBackend())
     yield
-    backends.unregister("pods")
+    backends.unregister(NAME)
 
 
 def test_a_registered_backend_builds_the_pods(pods_backend):
@@ -118,7 +81,7 @@ def test_a_registered_backend_is_an_allowed_value_and_is_described(pods_backend)
     assert problems(TorchTrainJob, {"image": "t:1", "backend": "pod"})["backend"].endswith(
         "use one of jobs, jobset, pods")
     assert problems(TorchTrainJob, {"image": "t:1", "backend": "pods", "failure_policy": {"max_restarts": 1}}) == {
-        "failure_policy.max_restarts": "bare Pods are never restarted"}
+        "failure_policy.max_restarts": 'bare Pods are never restarted: remove max_restarts, or use backend "jobset"'}
 
 
 def test_kueue_asks_the_backend_which_objects_hold_the_gang(pods_backend):

@@ -36,23 +36,50 @@ class PodSet:
     registered the object. A backend reads its own objects back into pod sets (`Backend.pod_sets`)."""
 
     owner: Mapping[str, Any]
-    """The registered object the pods come from (a Job, a JobSet, ...)."""
+    """The registered object the pods come from (a Job, a JobSet, a Pod, ...)."""
     name: str
-    """What the pods are known by: the Job that runs them (its pods' `job-name`), as its controller names it."""
-    job: Mapping[str, Any]
-    """That batch/v1 Job as the controller creates it: its spec's counts, template, failure and success rules."""
+    """What the pods are known by: the Job that runs them (its pods' `job-name`) as its controller names it,
+    or the pod's own name for a pod registered as itself."""
+    template: Mapping[str, Any]
+    """The pods' template (metadata and spec) as they are created."""
+    count: int = 1
+    """Pods the set runs to completion."""
+    running: int = 1
+    """Pods running at once."""
+    indexed: bool = False
+    """Pods numbered by a completion index (an Indexed Job's): hostname `<name>-<index>`, the index in a label
+    and an annotation."""
+    job: Mapping[str, Any] | None = None
+    """The batch/v1 Job that runs the pods, as its controller creates it (its failure and success rules),
+    or None for pods registered as themselves."""
     starts_after: tuple[str, ...] = ()
     """Names of the pod sets that must be ready or complete before these pods are created."""
 
+    @classmethod
+    def of_job(cls, owner: Mapping[str, Any], job: Mapping[str, Any], starts_after: tuple[str, ...] = ()) -> "PodSet":
+        """The pods of a batch/v1 Job: `completions` pods (else `parallelism`, else 1), `parallelism` at once."""
+        spec = job.get("spec") or {}
+        count = _count(spec.get("completions"), _count(spec.get("parallelism")))
+        return cls(owner, (job.get("metadata") or {}).get("name", "?"), spec.get("template") or {}, count,
+                   min(_count(spec.get("parallelism")), count), spec.get("completionMode") == "Indexed", job,
+                   starts_after)
+
     @property
     def spec(self) -> Mapping[str, Any]:
-        return self.job.get("spec") or {}
+        """The Job's spec, or nothing for pods registered as themselves."""
+        return (self.job or {}).get("spec") or {}
 
     @property
     def what(self) -> str:
         """How messages name these pods: `Job x`, or `JobSet s job x` for a Job another object makes."""
         owner = f"{self.owner.get('kind', '?')} {(self.owner.get('metadata') or {}).get('name', '?')}"
-        return owner if self.owner is self.job else f"{owner} job {self.name}"
+        return owner if self.job is None or self.owner is self.job else f"{owner} job {self.name}"
+
+    @property
+    def made_by(self) -> str:
+        """What creates the pods, as the per-pod views name it: `Job x` (a JobSet's Jobs too), or the object
+        itself (`Pod x`) for pods registered as themselves."""
+        return f"Job {self.name}" if self.job is not None else f"{self.owner.get('kind', '?')} {self.name}"
 
     @property
     def job_name(self) -> str | None:
@@ -64,41 +91,25 @@ class PodSet:
         return self.template.get("spec") or {}
 
     @property
-    def template(self) -> Mapping[str, Any]:
-        return self.spec.get("template") or {}
-
-    @property
     def role(self) -> str | None:
         """The job's role these pods play (`trainjobs.io/role`), None for objects of other origins."""
         return ((self.template.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE)
 
     @property
     def namespace(self) -> str | None:
-        return (self.job.get("metadata") or {}).get("namespace")
-
-    @property
-    def count(self) -> int:
-        """Pods the set runs to completion: `completions`, else `parallelism`, else 1."""
-        return _count(self.spec.get("completions"), _count(self.spec.get("parallelism")))
-
-    @property
-    def running(self) -> int:
-        """Pods running at once: `parallelism` (1 if unset), at most `count`."""
-        return min(_count(self.spec.get("parallelism")), self.count)
-
-    @property
-    def indexed(self) -> bool:
-        return self.spec.get("completionMode") == "Indexed"
+        return ((self.job or self.owner).get("metadata") or {}).get("namespace")
 
     def hostname(self, index: int) -> str:
-        """Pod `index`'s hostname: `<job>-<index>` for an Indexed Job, as Kubernetes names them."""
-        return f"{self.name}-{index}" if self.indexed else self.name
+        """Pod `index`'s hostname: `<job>-<index>` for an Indexed Job, as Kubernetes names them; else the
+        pod's own (`spec.hostname`), else its name."""
+        return f"{self.name}-{index}" if self.indexed else self.pod_spec.get("hostname") or self.name
 
     def pod_metadata(self, index: int) -> tuple[dict[str, str], dict[str, str]]:
-        """Pod `index`'s labels and annotations, with what the Job controller adds."""
+        """Pod `index`'s labels and annotations, with what the Job controller adds to a Job's pods."""
         meta = self.template.get("metadata") or {}
-        labels = {**(meta.get("labels") or {}), "job-name": self.name, "batch.kubernetes.io/job-name": self.name}
-        annotations = dict(meta.get("annotations") or {})
+        labels, annotations = dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
+        if self.job is not None:
+            labels.update({"job-name": self.name, "batch.kubernetes.io/job-name": self.name})
         if self.indexed:
             labels[COMPLETION_INDEX_ANNOTATION] = annotations[COMPLETION_INDEX_ANNOTATION] = str(index)
         return labels, annotations

@@ -67,7 +67,7 @@ class JobsBackend:
     def pod_sets(self, manifest: Mapping[str, Any]) -> list[PodSet] | None:
         if manifest.get("apiVersion") != "batch/v1" or manifest.get("kind") != "Job":
             return None
-        return [PodSet(manifest, (manifest.get("metadata") or {}).get("name", "?"), manifest)]
+        return [PodSet.of_job(manifest, manifest)]
 
 
 BACKEND = JobsBackend()

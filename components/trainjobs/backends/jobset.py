@@ -110,7 +110,7 @@ class JobSetBackend:
         name = manifest["metadata"]["name"]
         after = {rj["name"]: tuple(child_job_name(name, d["name"], 0) for d in rj.get("dependsOn") or ())
                  for rj in manifest["spec"].get("replicatedJobs") or ()}
-        return [PodSet(manifest, job["metadata"]["name"], job, after[job["metadata"]["labels"][REPLICATED_JOB]])
+        return [PodSet.of_job(manifest, job, after[job["metadata"]["labels"][REPLICATED_JOB]])
                 for job in child_jobs(dict(manifest))]
 
 

@@ -166,6 +166,8 @@ def _check_object(manifest: dict[str, Any], add: Add) -> None:
     _check_metadata(meta, ("metadata",), add)
     if kind == "Job":
         _check_job(manifest, add)
+    elif kind == "Pod":
+        _check_pod(manifest.get("spec") or {}, ("spec",), add)
     elif kind == "PersistentVolumeClaim":
         _check_claim(manifest.get("spec") or {}, add)
     elif kind in ("ConfigMap", "Secret"):

@@ -219,7 +219,7 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
     named ones are an error, the others are skipped with the reason.
     """
     index = ObjectIndex(objects)   # every object that runs pods, read back as the Jobs that run them
-    sets = {s.name: s for s in index.pod_sets}
+    sets = {s.name: s for s in index.pod_sets if s.job is not None}   # run-local emulates the Job controller
     jobs = [s.job for s in sets.values()]
     if not jobs:
         raise PlanError("the rendering has no Job to run")

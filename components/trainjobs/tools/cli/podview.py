@@ -59,6 +59,8 @@ class MountedFile:
 @dataclass
 class PodView:
     job: str
+    made_by: str   # `Job x`, or `Pod x` for a pod registered as itself
+    indexed: bool
     index: int
     hostname: str
     subdomain: str | None
@@ -173,7 +175,8 @@ def pod_view(pod_set: PodSet, completion_index: int, index: ObjectIndex, reveal:
     hostname = pod_set.hostname(completion_index)
     spec = pod_set.pod_spec
     pod = {
-        "name": f"{hostname}-{facts.pod_name_suffix}",
+        # A Job's pod is named after its hostname and a random suffix; a pod registered as itself keeps its name.
+        "name": f"{hostname}-{facts.pod_name_suffix}" if pod_set.job is not None else pod_set.name,
         "namespace": namespace,
         "labels": labels,
         "annotations": annotations,
@@ -192,7 +195,8 @@ def pod_view(pod_set: PodSet, completion_index: int, index: ObjectIndex, reveal:
     containers = [view(c) for c in spec.get("containers", [])]
     init_containers = [view(c) for c in spec.get("initContainers", [])]
     return PodView(
-        job=job_name, index=completion_index, hostname=hostname, subdomain=spec.get("subdomain"),
+        job=job_name, made_by=pod_set.made_by, indexed=indexed, index=completion_index, hostname=hostname,
+        subdomain=spec.get("subdomain"),
         namespace=namespace, labels=labels, annotations=annotations,
         containers=containers, init_containers=init_containers,
         files=mounted_files(spec, namespace, index, reveal, {c.name: c.env for c in init_containers + containers}),

@@ -214,7 +214,7 @@ def tree(result: StackResult) -> str:
             manifest = manifests[resource.urn]
             sets = pod_sets([manifest])
             if sets:
-                own = len(sets) == 1 and sets[0].job is manifest   # the object is its pods' Job
+                own = len(sets) == 1 and sets[0].name == manifest["metadata"]["name"]   # the object is its pods' own
                 counts = (pods_text(sets[0].count) if own
                           else ", ".join(f"{s.name}: {pods_text(s.count)}" for s in sets))
                 detail = f"  ({counts}, requests {requests.summary(_requests(sets))})"
@@ -269,7 +269,7 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
             each = requests.total_requests([(1, pod_set.pod_spec)])
-            pods += [f"Job {shown(name)}: {pods_text(pod_set.running)}, each requests {requests.summary(each)}; in all "
+            pods += [f"{shown(pod_set.made_by)}: {pods_text(pod_set.running)}, each requests {requests.summary(each)}; in all "
                      f"{requests.summary(_requests([pod_set]))}", ""]
             pods += _job_lines(pod_set.count, v0, v1, hosts, scripts)
     shared = []
@@ -369,7 +369,7 @@ def _job_lines(completions: int, v0: PodView, v1: PodView, hosts: "_HostIndex", 
 
 def _pod_lines(pod: PodView, scripts: dict[str, str]) -> tuple[list[str], list[str]]:
     """A pod's view: the lines above its host listings (name, DNS names) and the lines below them."""
-    head = [f"pod {shown(pod.hostname)}  (Job {shown(pod.job)}, index {pod.index})"]
+    head = [f"pod {shown(pod.hostname)}  ({shown(pod.made_by)}" + (f", index {pod.index})" if pod.indexed else ")")]
     if pod.dns_names:
         head.append("  dns: " + "  ".join(map(shown, pod.dns_names)))
     body = []
