@@ -818,3 +818,203 @@ def test_args_without_a_command_on_an_unknown_image_say_which_command_to_give(tm
                             "runs its own entrypoint before the command; give the container command: [<the image's "
                             "ENTRYPOINT>, mpirun, -n, 2, /home/mpiuser/pi] (or command: ['mpirun', '-n', '2', "
                             "'/home/mpiuser/pi'] if the image has no ENTRYPOINT)")
+
+
+# ---- every field of every source kind is accounted for --------------------------------------------------------
+
+# Fields of the kinds no Python model describes, written from their published types: training-operator v1.9
+# (pkg/apis/kubeflow.org/v1: common_types.go RunPolicy/SchedulingPolicy/ReplicaSpec, pytorch_types.go with
+# ElasticPolicy, xgboost_types.go, jax_types.go, mpi_types.go), the MPI Operator (pkg/apis/kubeflow/v2beta1
+# types.go) and Volcano (batch.volcano.sh/v1alpha1 JobSpec and TaskSpec). A pod template is a Kubernetes
+# PodTemplateSpec, whose every field becomes an argument or an override (tested above).
+RUN_POLICY = {"spec.runPolicy.cleanPodPolicy": "All", "spec.runPolicy.ttlSecondsAfterFinished": 600,
+              "spec.runPolicy.activeDeadlineSeconds": 3600, "spec.runPolicy.backoffLimit": 4,
+              "spec.runPolicy.schedulingPolicy.minAvailable": 1, "spec.runPolicy.schedulingPolicy.queue": "q",
+              "spec.runPolicy.schedulingPolicy.minResources": {"cpu": "1"},
+              "spec.runPolicy.schedulingPolicy.priorityClass": "high",
+              "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds": 60, "spec.runPolicy.suspend": True,
+              "spec.runPolicy.managedBy": "kueue.x-k8s.io/multikueue"}
+
+
+def replica_fields(field: str, role: str) -> dict:
+    return {f"spec.{field}.{role}.replicas": 5, f"spec.{field}.{role}.restartPolicy": "ExitCode",
+            f"spec.{field}.{role}.template.metadata.labels": {"extra": "yes"}}
+
+
+SOURCE_FIELDS = {
+    "v1-pytorch-master-workers.yaml": {
+        **RUN_POLICY, "spec.nprocPerNode": "4", **replica_fields("pytorchReplicaSpecs", "Worker"),
+        **{f"spec.elasticPolicy.{k}": v for k, v in {
+            "minReplicas": 1, "maxReplicas": 6, "rdzvBackend": "etcd", "rdzvPort": 2379, "rdzvHost": "etcd",
+            "rdzvId": "x", "rdzvConf": [{"key": "timeout", "value": "90"}], "standalone": True, "nProcPerNode": 2,
+            "maxRestarts": 3, "metrics": [{"type": "Resource"}]}.items()}},
+    "v1-xgboost.yaml": {**RUN_POLICY, **replica_fields("xgbReplicaSpecs", "Worker")},
+    "v1-jax.yaml": {**RUN_POLICY, **replica_fields("jaxReplicaSpecs", "Worker")},
+    "v1-mpijob-horovod.yaml": {**RUN_POLICY, "spec.slotsPerWorker": 4, "spec.cleanPodPolicy": "All",
+                               "spec.mainContainer": "mpi", **replica_fields("mpiReplicaSpecs", "Worker")},
+    "mpi-pi-openmpi.yaml": {**RUN_POLICY, "spec.slotsPerWorker": 4, "spec.runLauncherAsWorker": True,
+                            "spec.sshAuthMountPath": "/home/u/.ssh", "spec.launcherCreationPolicy": "AtStartup",
+                            "spec.mpiImplementation": "Intel", **replica_fields("mpiReplicaSpecs", "Worker")},
+    "volcano-ssh-mpi.yaml": {
+        "spec.schedulerName": "other", "spec.minAvailable": 2, "spec.volumes": [{"mountPath": "/d"}],
+        "spec.policies": [{"event": "PodEvicted", "action": "RestartJob"}], "spec.plugins.env": [],
+        "spec.plugins.tensorflow": [], "spec.runningEstimate": "1h", "spec.queue": "q", "spec.maxRetry": 3,
+        "spec.ttlSecondsAfterFinished": 60, "spec.priorityClassName": "high", "spec.minSuccess": 1,
+        "spec.networkTopology": {"mode": "hard"},
+        **{f"spec.tasks[1].{k}": v for k, v in {
+            "replicas": 5, "policies": [{"event": "PodFailed", "action": "AbortJob"}], "topologyPolicy": "best-effort",
+            "minAvailable": 1, "maxRetry": 2, "dependsOn": {"name": ["mpimaster"]},
+            "partitionPolicy": {"totalPartitions": 1}}.items()}},
+    "volcano-pytorch.yaml": {"spec.plugins.ssh": [], "spec.plugins.svc": [], "spec.plugins.env": []},
+}
+
+
+def kubeflow_fields(model, root: str, samples: dict) -> dict:
+    """Every field of a Kubeflow API model's spec, down to the Kubernetes types it embeds, with a value."""
+    schema = model.model_json_schema()
+    defs = schema["$defs"]
+    fields: dict = {}
+
+    def ref(node):
+        for option in [node, node.get("items") or {}, *node.get("anyOf", []),
+                       *((o.get("items") or {}) for o in node.get("anyOf", []))]:
+            if "$ref" in option:
+                return option["$ref"].rsplit("/", 1)[1], node.get("type") == "array" or any(
+                    o.get("type") == "array" for o in node.get("anyOf", []))
+        return None, False
+
+    def walk(node, path):
+        for key, sub in (node.get("properties") or {}).items():
+            name, array = ref(sub)
+            where = f"{path}.{key}" + ("[0]" if array else "")
+            if name and name.startswith(("Trainer", "Jobset")):
+                walk(defs[name], where)
+            else:
+                fields[where] = samples.get(where, samples.get(key, samples.get(name)))
+
+    walk(defs[root], "spec")
+    return fields
+
+
+def set_path(document: dict, path: str, value) -> None:
+    """Set a field by its path (`a.b[1].c`), making the mappings and list items on the way."""
+    parts = [int(p[1:-1]) if p.startswith("[") else p for p in re.findall(r"[^.\[\]]+|\[\d+\]", path)]
+    node = document
+    for part, following in zip(parts, parts[1:]):
+        if isinstance(part, int):
+            while len(node) <= part:
+                node.append({} if not isinstance(following, int) else [])
+            if not isinstance(node[part], (dict, list)):
+                node[part] = {}
+            node = node[part]
+        else:
+            wanted = list if isinstance(following, int) else dict
+            if not isinstance(node.get(part), wanted):
+                node[part] = wanted()
+            node = node[part]
+    if isinstance(parts[-1], int):
+        while len(node) <= parts[-1]:
+            node.append(None)
+    node[parts[-1]] = value
+
+
+KUBEFLOW_SAMPLES = {
+    "IoK8sApiCoreV1EnvVar": {"name": "EXTRA", "value": "1"}, "IoK8sApiCoreV1LocalObjectReference": {"name": "s"},
+    "IoK8sApimachineryPkgApisMetaV1ObjectMeta": {"labels": {"extra": "yes"}},
+    "IoK8sApiCoreV1Affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}},
+    "IoK8sApiCoreV1SecurityContext": {"runAsUser": 1000}, "IoK8sApiCoreV1PodSecurityContext": {"fsGroup": 1000},
+    "IoK8sApiCoreV1VolumeMount": {"name": "data", "mountPath": "/data"},
+    "IoK8sApiCoreV1PodSchedulingGate": {"name": "wait"},
+    "IoK8sApiCoreV1Toleration": {"key": "k", "operator": "Exists"},
+    "IoK8sApiCoreV1Volume": {"name": "data", "emptyDir": {}},
+    "IoK8sApiCoreV1ResourceRequirements": {"limits": {"cpu": "3"}},
+    "IoK8sApiCoreV1PersistentVolumeClaim": {"metadata": {"name": "data"}},
+    "SchedulingV1beta1NetworkTopologySpec": {"mode": "hard"},
+    "activeDeadlineSeconds": 600, "storageUri": "hf://a/b", "managedBy": "kueue.x-k8s.io/multikueue",
+    "manager": "team", "time": "2026-01-01T00:00:00Z", "name": "x", "nodeSelector": {"a": "b"},
+    "serviceAccountName": "sa", "terminationGracePeriodSeconds": 5, "apiGroup": "example.com", "kind": "Other",
+    "suspend": True, "args": ["--x"], "command": ["python", "x.py"], "image": "example/x:1", "numNodes": 5,
+    "numProcPerNode": 3, "mpiImplementation": "Intel", "runLauncherAsNode": False, "sshAuthMountPath": "/home/u/.ssh",
+    "containerNames": ["sidecar"], "jobName": "node", "scheduleTimeoutSeconds": 60, "jax": {}, "xgboost": {},
+    "jobIndex": 0, "podIndex": 0, "replicatedJob": "node", "maxRestarts": 3, "restartStrategy": "Recreate",
+    "action": "FailJobSet", "onJobFailureMessagePatterns": ["x"], "onJobFailureReasons": ["BackoffLimitExceeded"],
+    "targetReplicatedJobs": ["node"], "enableDNSHostnames": False, "publishNotReadyAddresses": False,
+    "subdomain": "other", "status": "Ready", "groupName": "g", "replicas": 2, "startupPolicyOrder": "InOrder",
+    "operator": "Any", "ttlSecondsAfterFinished": 60, "whenDeleted": "Delete",
+    "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name": "model-initializer",
+    "spec.template.spec.replicatedJobs[0].template": {"spec": {"template": {"spec": {"containers": [
+        {"name": "node", "image": "example/x:1"}]}}}},
+}
+
+
+def kubeflow_source_fields():
+    from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
+
+    trainjob = kubeflow_fields(TrainerV1alpha1TrainJob, "TrainerV1alpha1TrainJobSpec", KUBEFLOW_SAMPLES)
+    runtime = kubeflow_fields(TrainerV1alpha1ClusterTrainingRuntime, "TrainerV1alpha1TrainingRuntimeSpec",
+                              KUBEFLOW_SAMPLES)
+    return trainjob, runtime
+
+
+# List items the API requires a field of (a container patch its name, an envInjection target its job and
+# containers): set before the field under test.
+REQUIRED_WITH = {"containers[0]": {"name": "node"}, "initContainers[0]": {"name": "warm-up"},
+                 "targets[0]": {"jobName": "node", "containerNames": ["sidecar"]}}
+
+
+def problems_or_findings(documents: list[dict], tmp_path, name: str):
+    (tmp_path / name).write_text(yaml.safe_dump_all(documents))
+    try:
+        [job] = import_files([str(tmp_path / name)], allow_dropped=True, namespace="default")
+    except ImportFailed as failed:
+        return failed.problems, None
+    return None, job
+
+
+def unaccounted(file: str, index: int, fields: dict, tmp_path) -> list[str]:
+    """The fields whose value changes nothing: not an argument, not named by a note, not in the refusal."""
+    base = source(file)
+    _, before = problems_or_findings(base, tmp_path, "base.yaml")
+    said_before = {str(f) for f in before.findings.notes + before.findings.unexpressed}
+    silent = []
+    for path, value in fields.items():
+        assert value is not None, f"{path}: give the field a sample value"
+        documents = source(file)
+        for item, required in REQUIRED_WITH.items():
+            if f".{item}." in path:
+                head = path[:path.index(f".{item}.") + len(item) + 1]
+                for key, sample in required.items():
+                    if not path.startswith(f"{head}.{key}"):
+                        set_path(documents[index], f"{head}.{key}", sample)
+        set_path(documents[index], path, value)
+        problems, job = problems_or_findings(documents, tmp_path, "changed.yaml")
+        parents = [p for p in (path[:m.start()] for m in re.finditer(r"[.\[]", path)) if p.count(".") >= 1] + [path]
+        if problems is not None:
+            if any(": unknown field:" in p for p in problems):
+                silent.append(f"{path} (refused as unknown)")
+            elif not any(p_ in problem for problem in problems for p_ in parents) and not any(
+                    "the imported" in problem for problem in problems):
+                silent.append(f"{path} (refused without naming it: {problems})")
+            continue
+        said = {str(f) for f in job.findings.notes + job.findings.unexpressed} - said_before
+        named = any(f.path.split(" ")[0] in parents or f.path.startswith(path)
+                    for f in job.findings.notes + job.findings.unexpressed if str(f) in said)
+        if job.args == before.args and not named:
+            silent.append(path)
+    return silent
+
+
+@pytest.mark.parametrize("file", sorted(SOURCE_FIELDS))
+def test_every_field_of_the_operators_and_volcanos_kinds_is_accounted_for(file, tmp_path):
+    assert unaccounted(file, 0, SOURCE_FIELDS[file], tmp_path) == []
+
+
+def test_every_field_of_kubeflows_trainjob_and_runtime_is_accounted_for(tmp_path):
+    trainjob, runtime = kubeflow_source_fields()
+    assert len(trainjob) > 30 and len(runtime) > 30   # the models' whole spec, down to Kubernetes types
+    silent = unaccounted("kubeflow-runtime-patches.yaml", 0, trainjob, tmp_path)
+    mpi = {k: v for k, v in runtime.items() if ".mpi." in k}
+    silent += unaccounted("kubeflow-volcano.yaml", 0, {k: v for k, v in runtime.items() if k not in mpi}, tmp_path)
+    silent += unaccounted("kubeflow-deepspeed.yaml", 0, mpi, tmp_path)
+    assert silent == []

@@ -346,7 +346,9 @@ def run_policy_arguments(run_policy: dict[str, Any], args: dict[str, Any], findi
         gang = args.get("gang_scheduler") or ("volcano" if args.get("scheduler_name") == "volcano" else None)
         if gang is None:
             findings.cannot(f"{path}.schedulingPolicy", f"the gang scheduler is the {operator}'s --gang-scheduling "
-                                                        "flag, not in the job; give the job gang_scheduler yourself")
+                                                        "flag, not in the job (and a queue needs one); give the job "
+                                                        "gang_scheduler, queue and priority_class yourself")
+            scheduling = {}
         args["gang_scheduler"] = gang
         if scheduling.get("queue"):
             args["queue"] = scheduling["queue"]

@@ -161,6 +161,10 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
         job_template = replicated.get("template") or {}
         role = ((job_template.get("metadata") or {}).get("labels") or {}).get(ANCESTOR) or replicated.get("name")
         rjob_name = replicated.get("name")
+        if replicated.get("replicas", 1) != 1:
+            findings.cannot(f"{path}.replicas", "several Jobs of one replicated Job: each role is one Indexed Job")
+        if replicated.get("groupName"):
+            findings.cannot(f"{path}.groupName", "JobSet's replicated Job groups have no argument")
         if replicated.get("dependsOn"):
             order = ("the MPI launcher starts once every host resolves and accepts SSH" if framework == "mpi"
                      else "training pods start once the initializers complete")
@@ -170,6 +174,9 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
                 findings.cannot(f"{path}.template.spec.{key}", "Job settings of a runtime have no argument here; "
                                                                "give them to the job (e.g. backoff_limit)")
         pod = (job_template.get("spec") or {}).get("template") or {}
+        if role == TRAINER and rjob_name not in ("node", LAUNCHER):
+            findings.note(f"{path}.name", f"the trainer pods are named <job>-node-0-<i> (Kubeflow: "
+                                          f"<job>-{rjob_name}-0-<i>; its PET_MASTER_ADDR names node pods either way)")
         if framework == "mpi" and rjob_name in ("node", LAUNCHER):   # MPI: the launcher is the trainer ancestor
             key, main = rjob_name, "node"
         elif framework != "mpi" and (role == TRAINER or rjob_name == "node"):
@@ -275,6 +282,10 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
             args[key] = value
     if "num_nodes" not in args and num_nodes is not None:
         args["num_nodes"] = num_nodes
+    elif num_nodes is not None and "numNodes" in trainer:
+        runtime_findings[(kind, ref["name"])].note("spec.mlPolicy.numNodes", f"{num_nodes}: the TrainJob's numNodes "
+                                                                             f"{trainer['numNodes']} replaces it, as "
+                                                                             "in Kubeflow")
     if spec.get("suspend") is not None:
         args["suspend"] = spec["suspend"]
     if spec.get("activeDeadlineSeconds") is not None:

@@ -168,6 +168,9 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
                                                                else "no VC_<TASK>_HOSTS env or /etc/volcano host files"),
                                                      "env": "no VC_TASK_INDEX env (JOB_COMPLETION_INDEX is set by "
                                                             "Kubernetes)"}[plugin])
+    if "ssh" in plugins and "pytorch" in plugins:
+        findings.note("spec.plugins.ssh", "the torch job's pods reach each other by the trainer port, without SSH "
+                                          "(not needed)")
     for plugin in ("tensorflow", "ray", "hcclrank"):
         if plugin in plugins:
             findings.cannot(f"spec.plugins.{plugin}", "a framework trainjobs has no component for")
