@@ -6,6 +6,7 @@ runtimes, which mirror Kubeflow's (torch-distributed, deepspeed-distributed, mlx
 jax-distributed, xgboost-distributed, torchtune-*).
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -318,11 +319,14 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
 
 # ---- runtime patches ---------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
 class PodPatch:
     """A patch of one replicated Job's pods, whichever API version spelled it."""
 
-    def __init__(self, path: str, target: str, metadata: dict[str, Any], spec: dict[str, Any]) -> None:
-        self.path, self.target, self.metadata, self.spec = path, target, metadata, spec
+    path: str
+    target: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
 
 
 def _pod_patches(spec: dict[str, Any], findings: Findings) -> tuple[list[PodPatch], dict[str, dict[str, str]]]:
@@ -403,7 +407,7 @@ def _apply_pod_patch(patch: PodPatch, component: str, args: dict[str, Any], find
     """The patched fields as the arguments of the pods they target: the trainer pods' are the job's (for MPI,
     the runtime's node or launcher template), an initializer's are its own; fields without one are named."""
     mpi = component in ("MpiTrainJob", "DeepSpeedTrainJob", "MlxTrainJob")
-    main = INITIALIZERS_MAIN.get(patch.target, "node")
+    main = patch.target if patch.target in INITIALIZERS else "node"   # the container each role trains in
     if patch.target in INITIALIZERS:
         argument = INITIALIZERS[patch.target]
         if argument not in args:
@@ -442,9 +446,6 @@ def _apply_pod_patch(patch: PodPatch, component: str, args: dict[str, Any], find
         else:
             findings.cannot(where, f"no argument of the {patch.target} pods takes it"
                                    + ("; give init containers as init_containers" if key == "initContainers" else ""))
-
-
-INITIALIZERS_MAIN = {role: role for role in INITIALIZERS}
 
 
 def _container_patch(container: dict[str, Any], main: str, fields: dict[str, Any], findings: Findings,

@@ -15,6 +15,7 @@ checked against its types' field lists here, its pod templates against Kubernete
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
@@ -31,13 +32,17 @@ ELASTIC_FIELDS = {"minReplicas", "maxReplicas", "rdzvBackend", "rdzvPort", "rdzv
                   "standalone", "nProcPerNode", "maxRestarts", "metrics"}
 
 
+@dataclass(frozen=True)
 class Kind:
     """What v1 defines for one kind: its replica specs' field, roles, main container and port."""
 
-    def __init__(self, component: str, replicas_field: str, spec_fields: set[str], roles: tuple[str, ...],
-                 container: str, port_name: str, port: int) -> None:
-        self.component, self.replicas_field, self.spec_fields = component, replicas_field, spec_fields
-        self.roles, self.container, self.port_name, self.port = roles, container, port_name, port
+    component: str
+    replicas_field: str
+    spec_fields: set[str]
+    roles: tuple[str, ...]
+    container: str
+    port_name: str
+    port: int
 
 
 KINDS = {
@@ -57,7 +62,8 @@ TRAINER_PORT = 29500
 
 
 def _check(document: dict[str, Any], kind: Kind, findings: Findings) -> dict[str, dict[str, Any]]:
-    """Unknown fields, and the replica specs by role (v1 accepts role names in any case)."""
+    """Unknown fields, and the replica specs by role (v1 accepts role names in any case), each with its
+    path in the source as `_path`."""
     spec = document.get("spec") or {}
     check_keys(findings, document, {"apiVersion", "kind", "metadata", "spec", "status"}, "", API)
     check_keys(findings, spec, kind.spec_fields, "spec", API)
