@@ -1018,3 +1018,44 @@ def test_every_field_of_kubeflows_trainjob_and_runtime_is_accounted_for(tmp_path
     silent += unaccounted("kubeflow-volcano.yaml", 0, {k: v for k, v in runtime.items() if k not in mpi}, tmp_path)
     silent += unaccounted("kubeflow-deepspeed.yaml", 0, mpi, tmp_path)
     assert silent == []
+
+
+def test_the_command_imports_a_v1_job_and_lists_every_env_difference_on_stderr(capsys):
+    assert main(["import", "--to", "yaml", str(IMPORTS / "v1-pytorch-master-workers.yaml")]) == 0
+    captured = capsys.readouterr()
+    assert "type: trainjobs:index:TorchTrainJob" in captured.out and "numNodes: 4" in captured.out
+    notes = [line for line in captured.err.splitlines() if ": env " in line]
+    assert f"note: {IMPORTS / 'v1-pytorch-master-workers.yaml'}: PyTorchJob resnet: env PET_MASTER_PORT: 29500 (v1: " \
+           "23456, the master's pytorchjob-port)" in notes
+    assert len(notes) == len({line.split(": env ")[1].split(":")[0] for line in notes}) == 6
+
+
+def test_a_volcano_job_with_ssh_but_no_mpirun_task_says_what_the_import_reads(tmp_path):
+    [vcjob] = source("volcano-ssh-mpi.yaml")
+    vcjob["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"] = ["/bin/sh", "-c", "./run.sh"]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(vcjob))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "job.yaml")])
+    [problem] = failed.value.problems
+    assert problem.endswith("spec.plugins: the import reads a Job with the pytorch plugin, the mpi plugin, or the ssh "
+                            "plugin (with svc) and two tasks, one of which runs mpirun or mpiexec (the launcher) and "
+                            "the other the MPI hosts; here: plugins ssh, svc, tasks running mpirun: none of 2")
+
+
+def test_a_launcher_patch_of_a_given_mpi_runtime_reaches_the_launcher_pod(tmp_path):
+    runtime, trainjob = source("kubeflow-deepspeed.yaml")
+    pod = {"nodeSelector": {"pool": "cpu"}, "tolerations": [{"key": "spot", "operator": "Exists"}]}
+    trainjob["spec"]["runtimePatches"] = [{"manager": "ops", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "launcher", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    [job] = import_files([str(tmp_path / "job.yaml")])
+    objects = objects_of(job)
+    launcher = pod_set_of(objects, "t5-launcher-0").job["spec"]["template"]["spec"]
+    node = pod_set_of(objects, "t5-node-0").job["spec"]["template"]["spec"]
+    assert (launcher["nodeSelector"], launcher["tolerations"]) == (pod["nodeSelector"], pod["tolerations"])
+    assert "nodeSelector" not in node
+    trainjob["spec"]["runtimeRef"]["name"] = "deepspeed-distributed"   # the built-in, by name: no template to patch
+    (tmp_path / "builtin.yaml").write_text(yaml.safe_dump(trainjob))
+    with pytest.raises(ImportFailed, match=r"runtimePatches\[0\].*: cannot be expressed: a patch of the MPI launcher "
+                                           r"pods alone needs the runtime's file"):
+        import_files([str(tmp_path / "builtin.yaml")])
