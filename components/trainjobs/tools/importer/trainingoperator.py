@@ -301,15 +301,13 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
     if document["kind"] == "MPIJob":
         _mpi(spec, replicas, name, args, findings)
     else:
-        for role in replicas:
-            if role == "Master":
-                require(replicas[role].get("replicas", 1) == 1, f"{replicas[role]['_path']}.replicas: must be 1")
-        require("Worker" in replicas or "Master" in replicas, f"spec.{kind.replicas_field}: no Master or Worker")
+        master = replicas.get("Master")
+        require(master is None or master.get("replicas", 1) == 1, f"{(master or {}).get('_path')}.replicas: must be 1")
         templates = {role: _pods(replica, kind, findings, kind.container) for role, replica in replicas.items()}
-        port = templates.get("Master", templates.get("Worker"))[1]
-        pods = [t for t, _ in templates.values()]
-        template = pods[0] if len(pods) == 1 else same_template(
-            templates["Master"][0], templates["Worker"][0], findings, f"{replicas['Worker']['_path']}.template")
+        template, port = templates.get("Master") or templates["Worker"]
+        if len(templates) == 2:   # one template for the one indexed set: where they differ, the workers'
+            template = same_template(templates["Master"][0], templates["Worker"][0], findings,
+                                     f"{replicas['Worker']['_path']}.template")
         scheduler = template.pop("scheduler_name", None)
         if scheduler is not None:
             args["scheduler_name"] = scheduler
