@@ -78,13 +78,14 @@ def _host_lists(pods: dict[str, Any], worker: str, findings: Findings, path: str
     if not lists and re.search(r"\$\{?MPI_HOST\b", words) and "MPI_HOST=" not in words:
         lists = ["MPI_HOST"]   # the mpi plugin's env on the master
     if hosts or lists:
-        named = f"{hosts.group(1)} {hosts.group(3)}" if hosts else ", ".join(lists)
-        findings.cannot(f"{path}.command", f"the command names its hosts itself ({named}"
-                                           f"{', from ' + ', '.join(lists) if hosts and lists else ''}); the job gives "
-                                           f"mpirun the hostfile {MPI_HOSTFILE} (the {worker} task's pods), which it "
-                                           f"reads by itself: remove {hosts.group(1) + ' ' + hosts.group(3) if hosts else 'the host list'}"
-                                           f"{' and the line that builds it' if hosts and lists else ''}, or pass "
-                                           f"--hostfile {MPI_HOSTFILE}")
+        given = f"{hosts.group(1)} {hosts.group(3)}" if hosts else ""
+        origin = f", from {', '.join(lists)}" if given and lists else ""
+        change = (f"remove {given}{' and the line that builds it' if lists else ''}" if given
+                  else f"stop reading {', '.join(lists)}")
+        findings.cannot(f"{path}.command", f"the command names its hosts itself ({given or ', '.join(lists)}{origin}); "
+                                           f"the job gives mpirun the hostfile {MPI_HOSTFILE} (the {worker} task's "
+                                           f"pods), which it reads by itself: {change}, or pass --hostfile "
+                                           f"{MPI_HOSTFILE}")
 
 
 def _pods(task: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]:
@@ -159,15 +160,13 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
     frameworks = [p for p in ("pytorch", "mpi") if p in plugins]
     launchers = [t.get("name") for t in tasks if _runs_mpi(t)]
     by_ssh = not frameworks and "ssh" in plugins and len(launchers) == 1 and len(tasks) == 2
-    for plugin in ("svc", "env"):
-        if plugin in plugins:
-            findings.note(f"spec.plugins.{plugin}", {"svc": "a headless Service is always made; "
-                                                            + ("Volcano's host lists of the hosts' task are the job's "
-                                                               f"hostfile {MPI_HOSTFILE}; no VC_<TASK>_HOSTS env or "
-                                                               "/etc/volcano files" if by_ssh or "mpi" in frameworks
-                                                               else "no VC_<TASK>_HOSTS env or /etc/volcano host files"),
-                                                     "env": "no VC_TASK_INDEX env (JOB_COMPLETION_INDEX is set by "
-                                                            "Kubernetes)"}[plugin])
+    if "svc" in plugins:
+        hosts = (f"Volcano's host list of the hosts' task is the job's hostfile {MPI_HOSTFILE}; " if by_ssh or
+                 "mpi" in frameworks else "")
+        findings.note("spec.plugins.svc", f"a headless Service is always made; {hosts}no VC_<TASK>_HOSTS env or "
+                                          "/etc/volcano host files")
+    if "env" in plugins:
+        findings.note("spec.plugins.env", "no VC_TASK_INDEX env (JOB_COMPLETION_INDEX is set by Kubernetes)")
     if "ssh" in plugins and "pytorch" in plugins:
         findings.note("spec.plugins.ssh", "the torch job's pods reach each other by the trainer port, without SSH "
                                           "(not needed)")
