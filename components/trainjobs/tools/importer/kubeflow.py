@@ -358,8 +358,8 @@ def _pod_patches(spec: dict[str, Any], findings: Findings) -> tuple[list[PodPatc
             path = f"spec.{key}[{i}]"
             findings.note(path, f"the source uses Kubeflow Trainer {version}'s API ({key}; runtimePatches from v2.2 "
                                 "on): read as the patch it was")
-            pod_spec = override.get("spec") or {} if key == "podTemplateOverrides" else {
-                k: v for k, v in override.items() if k != "targetJobs"}
+            pod_spec = ((override.get("spec") or {}) if key == "podTemplateOverrides"   # v2.0: the spec inline
+                        else {k: v for k, v in override.items() if k != "targetJobs"})
             for target in override.get("targetJobs") or []:
                 patches.append(PodPatch(path if key == "podSpecOverrides" else f"{path}.spec", target.get("name"),
                                         override.get("metadata") or {}, pod_spec))
