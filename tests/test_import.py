@@ -179,8 +179,9 @@ def test_mpi_operator_settings_survive_and_the_differences_are_flagged():
     assert runtime["launcher"]["security_context"] == {"fsGroup": 1000}
     assert any("fsGroup 1000" in n.message for n in job.findings.notes)
     mpich = imported("mpi-pi-mpich.yaml", namespace="team")[0]
-    assert mpich.args["runtime"]["launcher"]["command"] == ["mpirun", "-n", "2", "/home/mpiuser/pi"]
-    assert any(n.path.endswith("containers[0].args") for n in mpich.findings.notes)
+    # The MPICH image's ENTRYPOINT (/entrypoint.sh, kubeflow/mpi-operator build/base) runs the args, as before.
+    assert mpich.args["runtime"]["launcher"]["command"] == ["/entrypoint.sh", "mpirun", "-n", "2", "/home/mpiuser/pi"]
+    assert any(n.path.endswith("containers[0].args") and "/entrypoint.sh" in n.message for n in mpich.findings.notes)
 
 
 def test_an_mpijob_with_a_volcano_scheduling_policy_keeps_queue_and_priority(tmp_path):
@@ -247,7 +248,7 @@ def test_volcano_template_difference_is_an_error_unless_dropping_is_allowed():
 def test_unknown_fields_are_named_and_nothing_is_imported(tmp_path):
     [trainjob] = source("kubeflow-multi-node.yaml")
     trainjob["spec"]["trainer"]["numNode"] = 2
-    trainjob["spec"]["podTemplateOverrides"] = []
+    trainjob["spec"]["runtimePatch"] = []
     [mpijob] = source("mpi-pi-openmpi.yaml")
     mpijob["spec"]["slotPerWorker"] = 2
     mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
@@ -261,22 +262,28 @@ def test_unknown_fields_are_named_and_nothing_is_imported(tmp_path):
         import_files(files, allow_dropped=True)
     unknown = sorted(p.split(": ")[2] for p in failed.value.problems)
     assert unknown == ["spec.mpiReplicaSpecs.Worker.template.spec.containers[0].imagePullPolice",
-                       "spec.podTemplateOverrides", "spec.slotPerWorker", "spec.tasks[0].replica",
+                       "spec.runtimePatch", "spec.slotPerWorker", "spec.tasks[0].replica",
                        "spec.trainer.numNode"]
-    assert any("replaced by runtimePatches in v2.2" in p for p in failed.value.problems)
+    assert any(p.endswith("spec.runtimePatch: unknown field: not a field of the v2.3 TrainJob API")
+               for p in failed.value.problems)
 
 
 def test_fields_that_cannot_be_expressed_are_named_or_dropped_on_request(tmp_path):
     [trainjob] = source("kubeflow-multi-node.yaml")
-    trainjob["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": {}}]
+    pod = {"initContainers": [{"name": "warm-cache", "env": [{"name": "A", "value": "1"}]}]}
+    trainjob["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
     trainjob["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
     with pytest.raises(ImportFailed) as failed:
         import_files([str(tmp_path / "job.yaml")])
-    assert [p.split(": ")[2] for p in failed.value.problems] == ["spec.managedBy", "spec.runtimePatches[0]"]
+    patched = ("spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template."
+               "spec.initContainers")
+    assert [p.split(": ")[2] for p in failed.value.problems] == ["spec.managedBy", patched]
     [job] = import_files([str(tmp_path / "job.yaml")], allow_dropped=True)
     code = emit.python([job], ["job.yaml"])
-    assert "#   dropped: spec.runtimePatches[0]: give the patched fields" in code
+    assert f"#   dropped: {patched}: no argument of the node pods takes it; give init containers as init_containers" \
+        in code
     assert "#   dropped: spec.managedBy:" in code
 
 
@@ -309,14 +316,12 @@ def test_built_in_runtimes_by_name_need_no_file(tmp_path, runtime, component):
 
 # ---- the printed programs -----------------------------------------------------------------------------------
 
-ALL = [("kubeflow-multi-node.yaml",), ("kubeflow-kueue.yaml",), ("kubeflow-volcano.yaml",), ("kubeflow-deepspeed.yaml",),
-       ("mpi-pi-openmpi.yaml",),
-       ("volcano-pytorch.yaml",), ("volcano-mpi.yaml",)]
+ALL = [(f.name,) for f in sorted(IMPORTS.glob("*.yaml"))]
 
 
 @pytest.mark.parametrize("files", ALL)
 def test_the_printed_python_program_registers_the_imported_job(files):
-    jobs = imported(*files, allow_dropped=True)
+    jobs = imported(*files, allow_dropped=True, namespace="default")
     code = emit.python(jobs, list(files))
     program = run(lambda: exec(compile(code, "imported.py", "exec"), {}))
     direct = run(lambda: [getattr(trainjobs, j.component)(j.name, j.args) for j in jobs])
@@ -325,7 +330,7 @@ def test_the_printed_python_program_registers_the_imported_job(files):
 
 @pytest.mark.parametrize("files", ALL)
 def test_the_printed_yaml_program_constructs_the_same_objects_through_the_provider(files):
-    jobs = imported(*files, allow_dropped=True)
+    jobs = imported(*files, allow_dropped=True, namespace="default")
     document = yaml.safe_load(emit.pulumi_yaml(jobs, list(files)))
     provider = TrainJobsProvider()
     schema_inputs = {token: set(r["inputProperties"]) for token, r in SCHEMA["resources"].items()}
@@ -411,9 +416,14 @@ def test_volcano_mpi_job_gets_a_hostfile_of_the_hosts_volcano_lists_in_mpi_host(
     published = "MPI_HOST=`cat /etc/volcano/mpiworker.host | tr \"\\n\" \",\"`;\nmpiexec --host ${MPI_HOST} -np 2 x;\n"
     vcjob["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"][2] = published
     (tmp_path / "mpi.yaml").write_text(yaml.safe_dump(vcjob))
-    with pytest.raises(ImportFailed, match=r"spec.tasks\[0\].template.spec.containers\[0\].command: cannot be "
-                                           r"expressed: the command reads Volcano's host list"):
+    with pytest.raises(ImportFailed) as failed:
         import_files([str(tmp_path / "mpi.yaml")])
+    [problem] = failed.value.problems
+    assert problem.endswith("spec.tasks[0].template.spec.containers[0].command: cannot be expressed: the command "
+                            "names its hosts itself (--host ${MPI_HOST}, from /etc/volcano/mpiworker.host); the job "
+                            "gives mpirun the hostfile /etc/mpi/hostfile (the mpiworker task's pods), which it reads "
+                            "by itself: remove --host ${MPI_HOST} and the line that builds it, or pass --hostfile "
+                            "/etc/mpi/hostfile")
 
 
 def test_runtime_fields_that_cannot_be_expressed_are_named_with_the_runtimes_file(tmp_path):
@@ -565,3 +575,487 @@ def test_a_missing_namespace_names_the_flag_that_gives_it(capsys, tmp_path):
     assert line.endswith("(the source names no namespace: pass it as --namespace NAME, or set the source's "
                          "metadata.namespace)")
     assert main(["import", "--namespace", "hpc", str(tmp_path / "pi.yaml")]) == 0
+
+
+# ---- Kubeflow runtime patches, and their older spellings -----------------------------------------------------
+
+def pod_set_of(objects: list[dict], name: str):
+    return ObjectIndex(objects).pod_set(name)
+
+
+def test_kubeflow_runtime_patches_reach_the_training_pods_without_dropping_anything():
+    [job] = imported("kubeflow-runtime-patches.yaml")   # no allow_dropped: every patched field has an argument
+    [trainjob] = source("kubeflow-runtime-patches.yaml")
+    [patch] = trainjob["spec"]["runtimePatches"]
+    jobset = patch["trainingRuntimeSpec"]["template"]
+    [node] = jobset["spec"]["replicatedJobs"]
+    pod_spec = node["template"]["spec"]["template"]["spec"]
+    objects = objects_of(job)
+    template = pod_set_of(objects, "patched-node-0").job["spec"]["template"]
+    assert template["spec"]["serviceAccountName"] == pod_spec["serviceAccountName"]
+    assert template["spec"]["nodeSelector"] == pod_spec["nodeSelector"]
+    assert template["spec"]["tolerations"] == pod_spec["tolerations"]
+    views = pods(objects, "patched-node-0")
+    assert len(views) == trainjob["spec"]["trainer"]["numNodes"]
+    for view in views:
+        assert jobset["metadata"]["labels"].items() <= view.labels.items()
+        assert jobset["metadata"]["annotations"].items() <= view.annotations.items()
+        expected = kubeflow_torch_env(trainjob, None, view.index)
+        assert {k: view.containers[0].env[k] for k in expected} == expected
+    assert not job.findings.unexpressed
+    assert {n.path for n in job.findings.notes} >= {"spec.runtimePatches[0].manager",
+                                                    "spec.runtimePatches[0].trainingRuntimeSpec.template.metadata.labels"}
+
+
+def test_kubeflow_v2_1_pod_template_overrides_are_read_with_a_note_for_each_target():
+    [job] = imported("kubeflow-pod-template-overrides.yaml")
+    [trainjob] = source("kubeflow-pod-template-overrides.yaml")
+    node_override, initializer_override = trainjob["spec"]["podTemplateOverrides"]
+    assert [n.path for n in job.findings.notes if "v2.1" in n.message] == ["spec.podTemplateOverrides[0]",
+                                                                            "spec.podTemplateOverrides[1]"]
+    objects = objects_of(job)
+    node = pod_set_of(objects, "legacy-node-0").job["spec"]["template"]
+    assert node["spec"]["serviceAccountName"] == node_override["spec"]["serviceAccountName"]
+    assert node["spec"]["nodeSelector"] == node_override["spec"]["nodeSelector"]
+    assert node["spec"]["tolerations"] == node_override["spec"]["tolerations"]
+    assert node_override["metadata"]["labels"].items() <= node["metadata"]["labels"].items()
+    [initializer] = [s for s in ObjectIndex(objects).pod_sets if "dataset" in s.name]
+    assert initializer.job["spec"]["template"]["spec"]["nodeSelector"] == initializer_override["spec"]["nodeSelector"]
+
+
+def test_patched_fields_without_an_argument_are_named_exactly(tmp_path):
+    [trainjob] = source("kubeflow-runtime-patches.yaml")
+    replicated = trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    replicated[0]["template"]["metadata"] = {"labels": {"tier": "gold"}}
+    replicated[0]["template"]["spec"]["template"]["spec"]["containers"] = [
+        {"name": "node", "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+        {"name": "log-shipper", "env": [{"name": "LEVEL", "value": "info"}]}]
+    replicated[0]["template"]["spec"]["template"]["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
+    replicated.append({"name": "evaluator", "template": {"spec": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}}})
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "job.yaml")])
+    base = "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs"
+    assert [p.split(": ")[2] for p in failed.value.problems] == [
+        f"{base}[0].template.metadata.labels", f"{base}[0].template.spec.template.spec.containers[1]",
+        f"{base}[1].template.spec.template"]
+    [job] = import_files([str(tmp_path / "job.yaml")], allow_dropped=True)
+    assert job.args["volume_mounts"] == [{"name": "data", "mountPath": "/data"}]
+    assert job.args["volumes"] == [{"name": "data", "emptyDir": {}}]
+
+
+# ---- training-operator v1 ------------------------------------------------------------------------------------
+
+def v1_replicas(job: dict) -> list[tuple[str, int]]:
+    """(role, index) of every pod, in v1's rank order: Master first, then the Workers."""
+    spec = next(v for k, v in job["spec"].items() if k.endswith("ReplicaSpecs"))
+    return [(role, i) for role in ("Master", "Worker") if role in spec for i in range(spec[role].get("replicas", 1))]
+
+
+def v1_pytorch_env(job: dict, role: str, index: int) -> dict[str, str]:
+    """What training-operator v1.9 gave a PyTorchJob pod (reference §13.1): with a Master, MASTER_* and PET_MASTER_*
+    naming the master's Service by its short name and port, WORLD_SIZE = pods x nprocPerNode (auto as 1), RANK and
+    PET_NODE_RANK master 0 / worker i + 1, PET_NNODES the pods, PET_NPROC_PER_NODE when given; PYTHONUNBUFFERED."""
+    name, spec = job["metadata"]["name"], job["spec"]
+    replicas = spec["pytorchReplicaSpecs"]
+    total = sum(r.get("replicas", 1) for r in replicas.values())
+    ports = replicas["Master"]["template"]["spec"]["containers"][0].get("ports") or []
+    port = str(next((p["containerPort"] for p in ports if p.get("name") == "pytorchjob-port"), 23456))
+    nproc = spec.get("nprocPerNode")
+    rank = str(index if role == "Master" else index + 1)
+    env = {"PYTHONUNBUFFERED": "1", "MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": f"{name}-master-0",
+           "PET_MASTER_ADDR": f"{name}-master-0", "WORLD_SIZE": str(total * (int(nproc) if str(nproc).isdigit() else 1)),
+           "RANK": rank, "PET_NODE_RANK": rank, "PET_NNODES": str(total)}
+    if nproc is not None:
+        env["PET_NPROC_PER_NODE"] = str(nproc)
+    return env
+
+
+def noted_variables(job: Imported) -> set[str]:
+    return {v.strip() for n in job.findings.notes if n.path.startswith("env ") for v in n.path[4:].split(",")}
+
+
+@pytest.mark.parametrize("file", ["v1-pytorch-master-workers.yaml", "v1-pytorch-mnist.yaml"])
+def test_a_v1_pytorchjob_is_one_indexed_set_with_v1s_ranks_and_every_env_difference_noted(file):
+    [job] = imported(file)
+    [source_job] = source(file)
+    assert job.component == "TorchTrainJob"
+    views = pods(objects_of(job), f"{job.name}-node-0")
+    order = v1_replicas(source_job)
+    assert len(views) == len(order) == job.args["num_nodes"]
+    differing = set()
+    for view, (role, i) in zip(views, order, strict=True):
+        v1 = v1_pytorch_env(source_job, role, i)
+        env = view.containers[0].env
+        differing |= {k for k, v in v1.items() if env.get(k) != v}
+        rank = env.get("PET_NODE_RANK", env.get("RANK"))
+        assert rank == v1["RANK"]                                   # the master is rank 0, worker i is i + 1
+        if "PET_NNODES" in env:
+            assert env["PET_NNODES"] == v1["PET_NNODES"]
+    assert differing and differing <= noted_variables(job)          # every difference from v1 is said
+    assert "PYTHONUNBUFFERED" not in differing
+
+
+def test_the_master_and_3_workers_pytorchjob_gets_pet_nnodes_4_and_ranks_0_to_3():
+    [job] = imported("v1-pytorch-master-workers.yaml")
+    views = pods(objects_of(job), "resnet-node-0")
+    assert [v.containers[0].env["PET_NODE_RANK"] for v in views] == ["0", "1", "2", "3"]
+    assert {v.containers[0].env["PET_NNODES"] for v in views} == {"4"}
+    assert {v.containers[0].env["PET_NPROC_PER_NODE"] for v in views} == {"2"}
+    assert noted_variables(job) >= {"PET_MASTER_ADDR", "PET_MASTER_PORT", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
+                                    "RANK", "PYTHONUNBUFFERED"}
+    [port] = [n.message for n in job.findings.notes if n.path == "env PET_MASTER_PORT"]
+    assert port == "29500 (v1: 23456, the master's pytorchjob-port)"
+    assert job.args["backoff_limit"] == 3 and "spec.runPolicy.cleanPodPolicy" in {n.path for n in job.findings.notes}
+
+
+def test_an_elastic_pytorchjob_is_named_as_not_expressible_and_imports_with_a_fixed_size_on_request():
+    with pytest.raises(ImportFailed) as failed:
+        imported("v1-pytorch-elastic.yaml")
+    [problem] = failed.value.problems
+    assert ": spec.elasticPolicy: cannot be expressed: an elastic node range (minReplicas 1, maxReplicas 3" in problem
+    [job] = imported("v1-pytorch-elastic.yaml", allow_dropped=True)
+    assert job.args["num_nodes"] == 2 and "torchrun" not in job.args   # python -m torch.distributed.run is torchrun
+    assert [f.path for f in job.findings.unexpressed] == ["spec.elasticPolicy"]
+
+
+def test_a_v1_mpijob_reaches_its_workers_by_ssh_and_says_so():
+    [job] = imported("v1-mpijob-horovod.yaml")
+    [mpijob] = source("v1-mpijob-horovod.yaml")
+    assert job.component == "MpiTrainJob"
+    objects = objects_of(job)
+    [launcher] = pods(objects, "horovod-mnist-launcher-0")
+    slots = mpijob["spec"]["slotsPerWorker"]
+    workers = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    # v1's hostfile: horovod-mnist-worker-<i> slots=N (reference §13.2); the job's names its node pods.
+    v1_hosts = [f"horovod-mnist-worker-{i} slots={slots}" for i in range(workers)]
+    lines = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()
+    assert lines == [h.replace("worker-", "node-0-").replace(" ", ".horovod-mnist ") for h in v1_hosts]
+    assert launcher.containers[0].command[-10:] == ["mpirun", *mpijob["spec"]["mpiReplicaSpecs"]["Launcher"][
+        "template"]["spec"]["containers"][0]["args"]]
+    [node] = pods(objects, "horovod-mnist-node-0")[:1]
+    assert node.containers[0].command[-2:] == ["/usr/sbin/sshd", "-De"]   # v1 ran `sleep 365d` and kubectl exec
+    assert "OMPI_MCA_plm_rsh_agent" in noted_variables(job)
+    assert any("kubectl exec" in n.message and "SSH replaces it" in n.message for n in job.findings.notes)
+
+
+def test_v1_xgboost_and_jax_jobs_give_the_same_ranks_under_kubeflow_v2s_names():
+    [xgb] = imported("v1-xgboost.yaml")
+    [xgb_source] = source("v1-xgboost.yaml")
+    assert xgb.component == "XGBoostTrainJob"
+    views = pods(objects_of(xgb), "iris-node-0")
+    order = v1_replicas(xgb_source)
+    for view, (role, i) in zip(views, order, strict=True):
+        # training-operator v1.9 xgboost.SetPodEnv: RANK master 0, worker i + masters; WORLD_SIZE every replica.
+        rank, world = str(i if role == "Master" else i + 1), str(len(order))
+        env = view.containers[0].env
+        assert (env["DMLC_TASK_ID"], env["DMLC_NUM_WORKER"], env["PYTHONUNBUFFERED"]) == (rank, world, "1")
+        assert view.containers[0].args == xgb_source["spec"]["xgbReplicaSpecs"][role]["template"]["spec"][
+            "containers"][0]["args"]   # still run by the image's ENTRYPOINT
+    assert noted_variables(xgb) >= {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_PORT", "WORKER_ADDRS"}
+    [jax] = imported("v1-jax.yaml")
+    views = pods(objects_of(jax), "jax-demo-node-0")
+    for i, view in enumerate(views):   # v1.9 jax setPodEnv: PROCESS_ID the index, NUM_PROCESSES every replica
+        env = view.containers[0].env
+        assert (env["JAX_PROCESS_ID"], env["JAX_NUM_PROCESSES"]) == (str(i), str(len(views)))
+    assert noted_variables(jax) == {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
+                                    "PYTHONUNBUFFERED"}
+
+
+# ---- Volcano MPI jobs by ssh and svc; images that need their entrypoint --------------------------------------
+
+def test_a_volcano_mpi_job_by_ssh_and_svc_gets_a_hostfile_of_the_worker_tasks_hosts():
+    [job] = imported("volcano-ssh-mpi.yaml")
+    [vcjob] = source("volcano-ssh-mpi.yaml")
+    assert (job.component, job.args["gang_scheduler"]) == ("MpiTrainJob", "volcano")
+    workers = next(t for t in vcjob["spec"]["tasks"] if t["name"] == "mpiworker")["replicas"]
+    # Volcano's svc plugin: /etc/volcano/mpiworker.host lists <job>-mpiworker-<i>.<job> (reference peers §1.4).
+    volcano_hosts = [f"hello-mpi-mpiworker-{i}.hello-mpi" for i in range(workers)]
+    objects = objects_of(job)
+    [launcher] = pods(objects, "hello-mpi-launcher-0")
+    lines = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()
+    assert [line.split()[0] for line in lines] == [h.replace("mpiworker-", "node-0-") for h in volcano_hosts]
+    assert "--hostfile /etc/mpi/hostfile -np 3 mpi_hello_world" in launcher.containers[0].command[-1]
+    assert any(n.path == "spec.tasks[0].dependsOn" for n in job.findings.notes)
+
+
+def test_a_volcano_mpi_job_naming_its_hosts_says_what_to_change():
+    with pytest.raises(ImportFailed) as failed:
+        imported("volcano-horovod.yaml")
+    assert [p.split(": ", 2)[2] for p in failed.value.problems] == [
+        "spec.policies: cannot be expressed: a Volcano Job setting without an argument",
+        "spec.tasks[0].template.spec.containers[0].command: cannot be expressed: the command names its hosts itself "
+        "(--host ${WORKER_HOST}, from /etc/volcano/worker.host); the job gives mpirun the hostfile /etc/mpi/hostfile "
+        "(the worker task's pods), which it reads by itself: remove --host ${WORKER_HOST} and the line that builds "
+        "it, or pass --hostfile /etc/mpi/hostfile"]
+
+
+def test_the_intel_mpi_pi_launcher_still_runs_intels_environment_set_up():
+    [job] = imported("mpi-pi-intel.yaml")
+    [mpijob] = source("mpi-pi-intel.yaml")
+    objects = objects_of(job)
+    [launcher] = pods(objects, "pi-launcher-0")
+    given = mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
+    # mpioperator/intel: ENTRYPOINT ["/entrypoint.sh"], which sources /opt/intel/oneapi/setvars.sh, then execs "$@".
+    assert launcher.containers[0].command[-len(given) - 1:] == ["/entrypoint.sh", *given]
+    for name, value in mpi_operator_launcher_env(mpijob).items():
+        env = launcher.containers[0].env
+        assert env[name].startswith(value) if name in SSH_OPTIONS else env[name] == value
+    [node] = pods(objects, "pi-node-0")[:1]
+    sshd = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert node.containers[0].command[-len(sshd) - 1:] == ["/entrypoint.sh", *sshd]
+
+
+def test_args_without_a_command_on_an_unknown_image_say_which_command_to_give(tmp_path):
+    [mpijob] = source("mpi-pi-intel.yaml")
+    mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["image"] = "example/pi:1"
+    (tmp_path / "pi.yaml").write_text(yaml.safe_dump(mpijob))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "pi.yaml")])
+    [problem] = failed.value.problems
+    assert problem.endswith("spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].args: cannot be expressed: no "
+                            'command: the source runs the ENTRYPOINT of "example/pi:1" with these args, and the job '
+                            "runs its own entrypoint before the command; give the container command: [<the image's "
+                            "ENTRYPOINT>, mpirun, -n, 2, /home/mpiuser/pi] (or command: ['mpirun', '-n', '2', "
+                            "'/home/mpiuser/pi'] if the image has no ENTRYPOINT)")
+
+
+# ---- every field of every source kind is accounted for --------------------------------------------------------
+
+# Fields of the kinds no Python model describes, written from their published types: training-operator v1.9
+# (pkg/apis/kubeflow.org/v1: common_types.go RunPolicy/SchedulingPolicy/ReplicaSpec, pytorch_types.go with
+# ElasticPolicy, xgboost_types.go, jax_types.go, mpi_types.go), the MPI Operator (pkg/apis/kubeflow/v2beta1
+# types.go) and Volcano (batch.volcano.sh/v1alpha1 JobSpec and TaskSpec). A pod template is a Kubernetes
+# PodTemplateSpec, whose every field becomes an argument or an override (tested above).
+RUN_POLICY = {"spec.runPolicy.cleanPodPolicy": "All", "spec.runPolicy.ttlSecondsAfterFinished": 600,
+              "spec.runPolicy.activeDeadlineSeconds": 3600, "spec.runPolicy.backoffLimit": 4,
+              "spec.runPolicy.schedulingPolicy.minAvailable": 1, "spec.runPolicy.schedulingPolicy.queue": "q",
+              "spec.runPolicy.schedulingPolicy.minResources": {"cpu": "1"},
+              "spec.runPolicy.schedulingPolicy.priorityClass": "high",
+              "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds": 60, "spec.runPolicy.suspend": True,
+              "spec.runPolicy.managedBy": "kueue.x-k8s.io/multikueue"}
+
+
+def replica_fields(field: str, role: str) -> dict:
+    return {f"spec.{field}.{role}.replicas": 5, f"spec.{field}.{role}.restartPolicy": "ExitCode",
+            f"spec.{field}.{role}.template.metadata.labels": {"extra": "yes"}}
+
+
+SOURCE_FIELDS = {
+    "v1-pytorch-master-workers.yaml": {
+        **RUN_POLICY, "spec.nprocPerNode": "4", **replica_fields("pytorchReplicaSpecs", "Worker"),
+        **{f"spec.elasticPolicy.{k}": v for k, v in {
+            "minReplicas": 1, "maxReplicas": 6, "rdzvBackend": "etcd", "rdzvPort": 2379, "rdzvHost": "etcd",
+            "rdzvId": "x", "rdzvConf": [{"key": "timeout", "value": "90"}], "standalone": True, "nProcPerNode": 2,
+            "maxRestarts": 3, "metrics": [{"type": "Resource"}]}.items()}},
+    "v1-xgboost.yaml": {**RUN_POLICY, **replica_fields("xgbReplicaSpecs", "Worker")},
+    "v1-jax.yaml": {**RUN_POLICY, **replica_fields("jaxReplicaSpecs", "Worker")},
+    "v1-mpijob-horovod.yaml": {**RUN_POLICY, "spec.slotsPerWorker": 4, "spec.cleanPodPolicy": "All",
+                               "spec.mainContainer": "mpi", **replica_fields("mpiReplicaSpecs", "Worker")},
+    "mpi-pi-openmpi.yaml": {**RUN_POLICY, "spec.slotsPerWorker": 4, "spec.runLauncherAsWorker": True,
+                            "spec.sshAuthMountPath": "/home/u/.ssh", "spec.launcherCreationPolicy": "AtStartup",
+                            "spec.mpiImplementation": "Intel", **replica_fields("mpiReplicaSpecs", "Worker")},
+    "volcano-ssh-mpi.yaml": {
+        "spec.schedulerName": "other", "spec.minAvailable": 2, "spec.volumes": [{"mountPath": "/d"}],
+        "spec.policies": [{"event": "PodEvicted", "action": "RestartJob"}], "spec.plugins.env": [],
+        "spec.plugins.tensorflow": [], "spec.runningEstimate": "1h", "spec.queue": "q", "spec.maxRetry": 3,
+        "spec.ttlSecondsAfterFinished": 60, "spec.priorityClassName": "high", "spec.minSuccess": 1,
+        "spec.networkTopology": {"mode": "hard"},
+        **{f"spec.tasks[1].{k}": v for k, v in {
+            "replicas": 5, "policies": [{"event": "PodFailed", "action": "AbortJob"}], "topologyPolicy": "best-effort",
+            "minAvailable": 1, "maxRetry": 2, "dependsOn": {"name": ["mpimaster"]},
+            "partitionPolicy": {"totalPartitions": 1}}.items()}},
+    "volcano-pytorch.yaml": {"spec.plugins.ssh": [], "spec.plugins.svc": [], "spec.plugins.env": []},
+}
+
+
+def kubeflow_fields(model, root: str, samples: dict) -> dict:
+    """Every field of a Kubeflow API model's spec, down to the Kubernetes types it embeds, with a value."""
+    schema = model.model_json_schema()
+    defs = schema["$defs"]
+    fields: dict = {}
+
+    def ref(node):
+        for option in [node, node.get("items") or {}, *node.get("anyOf", []),
+                       *((o.get("items") or {}) for o in node.get("anyOf", []))]:
+            if "$ref" in option:
+                return option["$ref"].rsplit("/", 1)[1], node.get("type") == "array" or any(
+                    o.get("type") == "array" for o in node.get("anyOf", []))
+        return None, False
+
+    def walk(node, path):
+        for key, sub in (node.get("properties") or {}).items():
+            name, array = ref(sub)
+            where = f"{path}.{key}" + ("[0]" if array else "")
+            if name and name.startswith(("Trainer", "Jobset")):
+                walk(defs[name], where)
+            else:
+                fields[where] = samples.get(where, samples.get(key, samples.get(name)))
+
+    walk(defs[root], "spec")
+    return fields
+
+
+def set_path(document: dict, path: str, value) -> None:
+    """Set a field by its path (`a.b[1].c`), making the mappings and list items on the way."""
+    parts = [int(p[1:-1]) if p.startswith("[") else p for p in re.findall(r"[^.\[\]]+|\[\d+\]", path)]
+    node = document
+    for part, following in zip(parts, parts[1:]):
+        if isinstance(part, int):
+            while len(node) <= part:
+                node.append({} if not isinstance(following, int) else [])
+            if not isinstance(node[part], (dict, list)):
+                node[part] = {}
+            node = node[part]
+        else:
+            wanted = list if isinstance(following, int) else dict
+            if not isinstance(node.get(part), wanted):
+                node[part] = wanted()
+            node = node[part]
+    if isinstance(parts[-1], int):
+        while len(node) <= parts[-1]:
+            node.append(None)
+    node[parts[-1]] = value
+
+
+KUBEFLOW_SAMPLES = {
+    "IoK8sApiCoreV1EnvVar": {"name": "EXTRA", "value": "1"}, "IoK8sApiCoreV1LocalObjectReference": {"name": "s"},
+    "IoK8sApimachineryPkgApisMetaV1ObjectMeta": {"labels": {"extra": "yes"}},
+    "IoK8sApiCoreV1Affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}},
+    "IoK8sApiCoreV1SecurityContext": {"runAsUser": 1000}, "IoK8sApiCoreV1PodSecurityContext": {"fsGroup": 1000},
+    "IoK8sApiCoreV1VolumeMount": {"name": "data", "mountPath": "/data"},
+    "IoK8sApiCoreV1PodSchedulingGate": {"name": "wait"},
+    "IoK8sApiCoreV1Toleration": {"key": "k", "operator": "Exists"},
+    "IoK8sApiCoreV1Volume": {"name": "data", "emptyDir": {}},
+    "IoK8sApiCoreV1ResourceRequirements": {"limits": {"cpu": "3"}},
+    "IoK8sApiCoreV1PersistentVolumeClaim": {"metadata": {"name": "data"}},
+    "SchedulingV1beta1NetworkTopologySpec": {"mode": "hard"},
+    "activeDeadlineSeconds": 600, "storageUri": "hf://a/b", "managedBy": "kueue.x-k8s.io/multikueue",
+    "manager": "team", "time": "2026-01-01T00:00:00Z", "name": "x", "nodeSelector": {"a": "b"},
+    "serviceAccountName": "sa", "terminationGracePeriodSeconds": 5, "apiGroup": "example.com", "kind": "Other",
+    "suspend": True, "args": ["--x"], "command": ["python", "x.py"], "image": "example/x:1", "numNodes": 5,
+    "numProcPerNode": 3, "mpiImplementation": "Intel", "runLauncherAsNode": False, "sshAuthMountPath": "/home/u/.ssh",
+    "containerNames": ["sidecar"], "jobName": "node", "scheduleTimeoutSeconds": 60, "jax": {}, "xgboost": {},
+    "jobIndex": 0, "podIndex": 0, "replicatedJob": "node", "maxRestarts": 3, "restartStrategy": "Recreate",
+    "action": "FailJobSet", "onJobFailureMessagePatterns": ["x"], "onJobFailureReasons": ["BackoffLimitExceeded"],
+    "targetReplicatedJobs": ["node"], "enableDNSHostnames": False, "publishNotReadyAddresses": False,
+    "subdomain": "other", "status": "Ready", "groupName": "g", "replicas": 2, "startupPolicyOrder": "InOrder",
+    "operator": "Any", "ttlSecondsAfterFinished": 60, "whenDeleted": "Delete",
+    "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name": "model-initializer",
+    "spec.template.spec.replicatedJobs[0].template": {"spec": {"template": {"spec": {"containers": [
+        {"name": "node", "image": "example/x:1"}]}}}},
+}
+
+
+def kubeflow_source_fields():
+    from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime, TrainerV1alpha1TrainJob
+
+    trainjob = kubeflow_fields(TrainerV1alpha1TrainJob, "TrainerV1alpha1TrainJobSpec", KUBEFLOW_SAMPLES)
+    runtime = kubeflow_fields(TrainerV1alpha1ClusterTrainingRuntime, "TrainerV1alpha1TrainingRuntimeSpec",
+                              KUBEFLOW_SAMPLES)
+    return trainjob, runtime
+
+
+# List items the API requires a field of (a container patch its name, an envInjection target its job and
+# containers): set before the field under test.
+REQUIRED_WITH = {"containers[0]": {"name": "node"}, "initContainers[0]": {"name": "warm-up"},
+                 "targets[0]": {"jobName": "node", "containerNames": ["sidecar"]}}
+
+
+def problems_or_findings(documents: list[dict], tmp_path, name: str):
+    (tmp_path / name).write_text(yaml.safe_dump_all(documents))
+    try:
+        [job] = import_files([str(tmp_path / name)], allow_dropped=True, namespace="default")
+    except ImportFailed as failed:
+        return failed.problems, None
+    return None, job
+
+
+def unaccounted(file: str, index: int, fields: dict, tmp_path) -> list[str]:
+    """The fields whose value changes nothing: not an argument, not named by a note, not in the refusal."""
+    base = source(file)
+    _, before = problems_or_findings(base, tmp_path, "base.yaml")
+    said_before = {str(f) for f in before.findings.notes + before.findings.unexpressed}
+    silent = []
+    for path, value in fields.items():
+        assert value is not None, f"{path}: give the field a sample value"
+        documents = source(file)
+        for item, required in REQUIRED_WITH.items():
+            if f".{item}." in path:
+                head = path[:path.index(f".{item}.") + len(item) + 1]
+                for key, sample in required.items():
+                    if not path.startswith(f"{head}.{key}"):
+                        set_path(documents[index], f"{head}.{key}", sample)
+        set_path(documents[index], path, value)
+        problems, job = problems_or_findings(documents, tmp_path, "changed.yaml")
+        parents = [p for p in (path[:m.start()] for m in re.finditer(r"[.\[]", path)) if p.count(".") >= 1] + [path]
+        if problems is not None:
+            if any(": unknown field:" in p for p in problems):
+                silent.append(f"{path} (refused as unknown)")
+            elif not any(p_ in problem for problem in problems for p_ in parents) and not any(
+                    "the imported" in problem for problem in problems):
+                silent.append(f"{path} (refused without naming it: {problems})")
+            continue
+        said = {str(f) for f in job.findings.notes + job.findings.unexpressed} - said_before
+        named = any(f.path.split(" ")[0] in parents or f.path.startswith(path)
+                    for f in job.findings.notes + job.findings.unexpressed if str(f) in said)
+        if job.args == before.args and not named:
+            silent.append(path)
+    return silent
+
+
+@pytest.mark.parametrize("file", sorted(SOURCE_FIELDS))
+def test_every_field_of_the_operators_and_volcanos_kinds_is_accounted_for(file, tmp_path):
+    assert unaccounted(file, 0, SOURCE_FIELDS[file], tmp_path) == []
+
+
+def test_every_field_of_kubeflows_trainjob_and_runtime_is_accounted_for(tmp_path):
+    trainjob, runtime = kubeflow_source_fields()
+    assert len(trainjob) > 30 and len(runtime) > 30   # the models' whole spec, down to Kubernetes types
+    silent = unaccounted("kubeflow-runtime-patches.yaml", 0, trainjob, tmp_path)
+    mpi = {k: v for k, v in runtime.items() if ".mpi." in k}
+    silent += unaccounted("kubeflow-volcano.yaml", 0, {k: v for k, v in runtime.items() if k not in mpi}, tmp_path)
+    silent += unaccounted("kubeflow-deepspeed.yaml", 0, mpi, tmp_path)
+    assert silent == []
+
+
+def test_the_command_imports_a_v1_job_and_lists_every_env_difference_on_stderr(capsys):
+    assert main(["import", "--to", "yaml", str(IMPORTS / "v1-pytorch-master-workers.yaml")]) == 0
+    captured = capsys.readouterr()
+    assert "type: trainjobs:index:TorchTrainJob" in captured.out and "numNodes: 4" in captured.out
+    notes = [line for line in captured.err.splitlines() if ": env " in line]
+    assert f"note: {IMPORTS / 'v1-pytorch-master-workers.yaml'}: PyTorchJob resnet: env PET_MASTER_PORT: 29500 (v1: " \
+           "23456, the master's pytorchjob-port)" in notes
+    assert len(notes) == len({line.split(": env ")[1].split(":")[0] for line in notes}) == 6
+
+
+def test_a_volcano_job_with_ssh_but_no_mpirun_task_says_what_the_import_reads(tmp_path):
+    [vcjob] = source("volcano-ssh-mpi.yaml")
+    vcjob["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"] = ["/bin/sh", "-c", "./run.sh"]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(vcjob))
+    with pytest.raises(ImportFailed) as failed:
+        import_files([str(tmp_path / "job.yaml")])
+    [problem] = failed.value.problems
+    assert problem.endswith("spec.plugins: the import reads a Job with the pytorch plugin, the mpi plugin, or the ssh "
+                            "plugin (with svc) and two tasks, one of which runs mpirun or mpiexec (the launcher) and "
+                            "the other the MPI hosts; here: plugins ssh, svc, tasks running mpirun: none of 2")
+
+
+def test_a_launcher_patch_of_a_given_mpi_runtime_reaches_the_launcher_pod(tmp_path):
+    runtime, trainjob = source("kubeflow-deepspeed.yaml")
+    pod = {"nodeSelector": {"pool": "cpu"}, "tolerations": [{"key": "spot", "operator": "Exists"}]}
+    trainjob["spec"]["runtimePatches"] = [{"manager": "ops", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "launcher", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump_all([runtime, trainjob]))
+    [job] = import_files([str(tmp_path / "job.yaml")])
+    objects = objects_of(job)
+    launcher = pod_set_of(objects, "t5-launcher-0").job["spec"]["template"]["spec"]
+    node = pod_set_of(objects, "t5-node-0").job["spec"]["template"]["spec"]
+    assert (launcher["nodeSelector"], launcher["tolerations"]) == (pod["nodeSelector"], pod["tolerations"])
+    assert "nodeSelector" not in node
+    trainjob["spec"]["runtimeRef"]["name"] = "deepspeed-distributed"   # the built-in, by name: no template to patch
+    (tmp_path / "builtin.yaml").write_text(yaml.safe_dump(trainjob))
+    with pytest.raises(ImportFailed, match=r"runtimePatches\[0\].*: cannot be expressed: a patch of the MPI launcher "
+                                           r"pods alone needs the runtime's file"):
+        import_files([str(tmp_path / "builtin.yaml")])

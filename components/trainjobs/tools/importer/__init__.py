@@ -1,7 +1,8 @@
-"""`trainjobs import`: a Kubeflow TrainJob, an MPI Operator MPIJob or a Volcano Job as the equivalent
-component call.
+"""`trainjobs import`: a Kubeflow TrainJob, a training-operator v1 job, an MPI Operator MPIJob or a Volcano
+Job as the equivalent component call.
 
-One module per source system reads its manifests (`kubeflow`, `mpioperator`, `volcano`); `emit`
+One module per source system reads its manifests (`kubeflow`, `trainingoperator`, `mpioperator`,
+`volcano`); `emit`
 writes the result as Python or as a Pulumi YAML program. The import is strict:
 
 - a field the source API does not have is an error (a typo would otherwise vanish);
@@ -29,6 +30,10 @@ SOURCES = {
     ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"): "a Kubeflow ClusterTrainingRuntime",
     ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"): "a Kubeflow TrainingRuntime",
     ("kubeflow.org/v2beta1", "MPIJob"): "an MPI Operator MPIJob",
+    ("kubeflow.org/v1", "PyTorchJob"): "a training-operator v1 PyTorchJob",
+    ("kubeflow.org/v1", "MPIJob"): "a training-operator v1 MPIJob",
+    ("kubeflow.org/v1", "XGBoostJob"): "a training-operator v1 XGBoostJob",
+    ("kubeflow.org/v1", "JAXJob"): "a training-operator v1 JAXJob",
     ("batch.volcano.sh/v1alpha1", "Job"): "a Volcano Job",
 }
 
@@ -118,7 +123,7 @@ def import_documents(documents: list[Document], allow_dropped: bool = False,
                      namespace: str | None = None) -> list[Imported]:
     """Every job in the documents, or ImportFailed naming every problem. `namespace` is that of manifests
     naming none (as `kubectl apply -n`)."""
-    from trainjobs.tools.importer import kubeflow, mpioperator, volcano
+    from trainjobs.tools.importer import kubeflow, mpioperator, trainingoperator, volcano
 
     problems: list[str] = []
     runtimes: dict[tuple[str, str], dict[str, Any]] = {}
@@ -143,7 +148,7 @@ def import_documents(documents: list[Document], allow_dropped: bool = False,
             problems.append(f"{document.label}: {exc}")
     imported: list[Imported] = []
     used: set[tuple[str, str]] = set()
-    for document, (_, kind) in jobs:
+    for document, (api, kind) in jobs:
         findings = Findings(document.label)
         try:
             if kind == "TrainJob":
@@ -160,6 +165,8 @@ def import_documents(documents: list[Document], allow_dropped: bool = False,
                 if key in runtime_findings:   # the runtime's findings are the job's too
                     findings.unexpressed += runtime_findings[key].unexpressed
                     findings.notes += runtime_findings[key].notes
+            elif api == trainingoperator.API_VERSION:
+                component, name, args = trainingoperator.import_v1(document.body, findings)
             elif kind == "MPIJob":
                 component, name, args = mpioperator.import_mpijob(document.body, findings)
             else:

@@ -261,13 +261,112 @@ def note_restart_policy(findings: Findings, policy: str | None, path: str) -> No
                             "(backoff_limit 0: one failed pod fails the job); set backoff_limit to retry")
 
 
-def command_from_args(fields: dict[str, Any], findings: Findings, path: str) -> None:
-    """A container with args but no command runs the image's entrypoint with them; the MPI family runs
-    its own entrypoint before the command, so the args become the command."""
-    if not fields.get("command") and fields.get("args"):
-        fields["command"] = fields.pop("args")
-        findings.note(f"{path}.args", "no command: the args are run as the command (trainjobs' own entrypoint "
-                                      "runs first, so the image's ENTRYPOINT is not used)")
+# The MPI Operator's images (kubeflow/mpi-operator build/base, examples/v2beta1/pi): the Intel MPI and MPICH
+# images run /entrypoint.sh, which execs its arguments after setting up (Intel's sources
+# /opt/intel/oneapi/setvars.sh, Intel MPI's environment; on the operator's launcher both wait until the
+# hostfile's hosts resolve); the base and OpenMPI images have no ENTRYPOINT.
+OPERATOR_ENTRYPOINTS: dict[str, list[str]] = {
+    "mpioperator/base": [], "mpioperator/openmpi": [], "mpioperator/mpi-pi:openmpi": [],
+    "mpioperator/intel": ["/entrypoint.sh"], "mpioperator/mpi-pi:intel": ["/entrypoint.sh"],
+    "mpioperator/mpich": ["/entrypoint.sh"], "mpioperator/mpi-pi:mpich": ["/entrypoint.sh"],
+}
+
+
+def known_entrypoint(image: Any) -> list[str] | None:
+    """The ENTRYPOINT of an image whose layout is known (the MPI Operator's), else None."""
+    if not isinstance(image, str):
+        return None
+    reference = image.removeprefix("docker.io/").split("@")[0]
+    repository, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
+    return OPERATOR_ENTRYPOINTS.get(f"{repository}:{tag}", OPERATOR_ENTRYPOINTS.get(repository))
+
+
+def entrypoint_command(fields: dict[str, Any], findings: Findings, path: str) -> None:
+    """A container with args but no command runs the image's ENTRYPOINT with them. The MPI family runs its
+    own entrypoint first and then the command, so the command must name the image's entrypoint too: kept
+    in front of the args where the image is known, else refused with the command to give."""
+    if fields.get("command") or not fields.get("args"):
+        return
+    args = fields.pop("args")
+    image = fields.get("image")
+    entrypoint = known_entrypoint(image)
+    if entrypoint is None:
+        fields["command"] = args
+        findings.cannot(f"{path}.args", f"no command: the source runs the ENTRYPOINT of {shown(image)} with these "
+                                        "args, and the job runs its own entrypoint before the command; give the "
+                                        f"container command: [<the image's ENTRYPOINT>, {', '.join(map(str, args))}] "
+                                        f"(or command: {list(map(str, args))} if the image has no ENTRYPOINT)")
+    elif entrypoint:
+        fields["command"] = [*entrypoint, *args]
+        findings.note(f"{path}.args", f"no command: {image} runs its ENTRYPOINT {' '.join(entrypoint)} first (the "
+                                      "MPI Operator's image; Intel's sets up Intel MPI's environment), so the "
+                                      f"command is {' '.join(entrypoint)} followed by the args")
+    else:
+        fields["command"] = args
+        findings.note(f"{path}.args", f"no command: {image} has no ENTRYPOINT (the MPI Operator's OpenMPI "
+                                      "images), so the args are the command")
+
+
+def same_template(first: dict[str, Any], second: dict[str, Any], findings: Findings, path: str,
+                  roles: tuple[str, str] = ("master", "worker")) -> dict[str, Any]:
+    """One template for every training pod: where the two roles differ, the second's (the most pods)."""
+    for key in sorted(set(first) | set(second)):
+        if first.get(key) != second.get(key):
+            findings.cannot(f"{path} ({key})", f"{roles[0]} and {roles[1]} pods differ here ({shown(first.get(key))} "
+                                               f"and {shown(second.get(key))}); every training pod has one template")
+    return second
+
+
+SCHEDULING_POLICY_FIELDS = {"minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds"}
+RUN_POLICY_FIELDS = {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
+                     "schedulingPolicy", "suspend", "managedBy"}
+
+
+def run_policy_arguments(run_policy: dict[str, Any], args: dict[str, Any], findings: Findings, controller: str,
+                         operator: str) -> None:
+    """The `runPolicy` that training-operator v1 jobs and MPIJob v2beta1 share, as job arguments.
+
+    `controller` is the source's own managedBy value; `operator` names the source operator in messages."""
+    path = "spec.runPolicy"
+    for key, argument in (("ttlSecondsAfterFinished", "ttl_seconds_after_finished"),
+                          ("activeDeadlineSeconds", "active_deadline_seconds"), ("backoffLimit", "backoff_limit"),
+                          ("suspend", "suspend")):
+        if run_policy.get(key) is not None:
+            args[argument] = run_policy[key]
+    policy = run_policy.get("cleanPodPolicy")
+    if policy is not None:
+        findings.note(f"{path}.cleanPodPolicy", f"{policy}: no controller deletes pods: the pods of a finished Job "
+                                                "stay until the Job goes (ttl_seconds_after_finished), and when the "
+                                                "job fails Kubernetes stops its running pods")
+    if run_policy.get("managedBy") not in (None, controller):
+        findings.cannot(f"{path}.managedBy", f"{shown(run_policy['managedBy'])}: no controller manages the imported "
+                                             "job; MultiKueue dispatch has no equivalent")
+    scheduling = run_policy.get("schedulingPolicy") or {}
+    if scheduling:
+        gang = args.get("gang_scheduler") or ("volcano" if args.get("scheduler_name") == "volcano" else None)
+        if gang is None:
+            findings.cannot(f"{path}.schedulingPolicy", f"the gang scheduler is the {operator}'s --gang-scheduling "
+                                                        "flag, not in the job (and a queue needs one); give the job "
+                                                        "gang_scheduler, queue and priority_class yourself")
+            scheduling = {}
+        args["gang_scheduler"] = gang
+        if scheduling.get("queue"):
+            args["queue"] = scheduling["queue"]
+        if scheduling.get("priorityClass"):
+            args["priority_class"] = scheduling["priorityClass"]
+        if scheduling.get("scheduleTimeoutSeconds") is not None:
+            args["schedule_timeout_seconds"] = scheduling["scheduleTimeoutSeconds"]
+        if scheduling.get("minAvailable") is not None:
+            findings.note(f"{path}.schedulingPolicy.minAvailable", "the gang is every pod of the job")
+        if scheduling.get("minResources"):
+            findings.note(f"{path}.schedulingPolicy.minResources", "derived from the pods' requests")
+    elif args.get("scheduler_name") == "volcano":
+        args["gang_scheduler"] = "volcano"
+    if args.get("gang_scheduler") is None:
+        args.pop("gang_scheduler", None)
+    kueue_owns_suspend(args, findings, f"{path}.suspend")
+    if args.get("queue") and not args.get("gang_scheduler"):
+        raise SourceError("a queue is named but no gang scheduler; give the job gang_scheduler yourself")
 
 
 def kueue_owns_suspend(args: dict[str, Any], findings: Findings, path: str) -> None:

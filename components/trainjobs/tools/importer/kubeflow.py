@@ -6,6 +6,7 @@ runtimes, which mirror Kubeflow's (torch-distributed, deepspeed-distributed, mlx
 jax-distributed, xgboost-distributed, torchtune-*).
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -25,12 +26,15 @@ TRAINER, LAUNCHER = "trainer", "launcher"
 INITIALIZERS = {"dataset-initializer": "dataset_initializer", "model-initializer": "model_initializer"}
 _MODELS = {"TrainJob": TrainerV1alpha1TrainJob, "ClusterTrainingRuntime": TrainerV1alpha1ClusterTrainingRuntime,
            "TrainingRuntime": TrainerV1alpha1TrainingRuntime}
-# Fields of earlier Trainer APIs (v2.0, v2.1), gone from v2.2 on, with what replaces them.
+# TrainJob fields of earlier Trainer APIs (v2.0, v2.1), gone from v2.2 on, which the import still reads.
+OLDER_SPELLINGS = {
+    "spec.podTemplateOverrides": "Kubeflow Trainer v2.1's spelling of runtimePatches",
+    "spec.podSpecOverrides": "Kubeflow Trainer v2.0's spelling of runtimePatches",
+    "spec.labels": "a Kubeflow Trainer v2.0/v2.1 field (the JobSet's labels)",
+    "spec.annotations": "a Kubeflow Trainer v2.0/v2.1 field (the JobSet's annotations)",
+}
+# Other fields of earlier Trainer APIs, with what replaces them.
 _REMOVED = {
-    "spec.podTemplateOverrides": "a Kubeflow Trainer v2.1 field, replaced by runtimePatches in v2.2",
-    "spec.podSpecOverrides": "a Kubeflow Trainer v2.0 field, replaced by runtimePatches in v2.2",
-    "spec.labels": "a Kubeflow Trainer v2.0/v2.1 field; put labels in metadata.labels",
-    "spec.annotations": "a Kubeflow Trainer v2.0/v2.1 field; put annotations in metadata.annotations",
     "spec.mlPolicy.torch.numProcPerNode": "removed in Kubeflow Trainer v2.2; give trainer.numProcPerNode in the "
                                           "TrainJob (unset means auto)",
     "spec.mlPolicy.torch.elasticPolicy": "removed in Kubeflow Trainer v2.2 (it was never implemented)",
@@ -51,14 +55,20 @@ def builtin_component(runtime: str) -> str | None:
 
 
 def check_document(document: dict[str, Any], findings: Findings) -> None:
-    """Unknown fields (with what replaced a field of an older API), then the API's own types."""
+    """Unknown fields (with what replaced a field of an older API), then the API's own types. A TrainJob's
+    older spellings of runtime patches, labels and annotations (v2.0, v2.1) are read (`import_trainjob`)."""
     model = _MODELS[document["kind"]]
+    older = set(OLDER_SPELLINGS) if document["kind"] == "TrainJob" else set()
     for path in unknown_fields(document, model, ""):
-        findings.unknown.append(Finding(path, _REMOVED.get(path, f"not a field of the v2.3 {document['kind']} API")))
+        if path not in older:
+            findings.unknown.append(Finding(path, _REMOVED.get(path, f"not a field of the v2.3 {document['kind']} "
+                                                                     "API")))
     if findings.unknown:
         return
+    current = {**document, "spec": {k: v for k, v in (document.get("spec") or {}).items()
+                                    if f"spec.{k}" not in older}}
     try:
-        model.from_dict(document)
+        model.from_dict(current)
     except pydantic.ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
         raise SourceError(f"not a valid {document['kind']}: {problems}") from None
@@ -152,6 +162,10 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
         job_template = replicated.get("template") or {}
         role = ((job_template.get("metadata") or {}).get("labels") or {}).get(ANCESTOR) or replicated.get("name")
         rjob_name = replicated.get("name")
+        if replicated.get("replicas", 1) != 1:
+            findings.cannot(f"{path}.replicas", "several Jobs of one replicated Job: each role is one Indexed Job")
+        if replicated.get("groupName"):
+            findings.cannot(f"{path}.groupName", "JobSet's replicated Job groups have no argument")
         if replicated.get("dependsOn"):
             order = ("the MPI launcher starts once every host resolves and accepts SSH" if framework == "mpi"
                      else "training pods start once the initializers complete")
@@ -161,6 +175,9 @@ def runtime_from_document(document: dict[str, Any], findings: Findings) -> Runti
                 findings.cannot(f"{path}.template.spec.{key}", "Job settings of a runtime have no argument here; "
                                                                "give them to the job (e.g. backoff_limit)")
         pod = (job_template.get("spec") or {}).get("template") or {}
+        if role == TRAINER and rjob_name not in ("node", LAUNCHER):
+            findings.note(f"{path}.name", f"the trainer pods are named <job>-node-0-<i> (Kubeflow: "
+                                          f"<job>-{rjob_name}-0-<i>; its PET_MASTER_ADDR names node pods either way)")
         if framework == "mpi" and rjob_name in ("node", LAUNCHER):   # MPI: the launcher is the trainer ancestor
             key, main = rjob_name, "node"
         elif framework != "mpi" and (role == TRAINER or rjob_name == "node"):
@@ -266,6 +283,10 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
             args[key] = value
     if "num_nodes" not in args and num_nodes is not None:
         args["num_nodes"] = num_nodes
+    elif num_nodes is not None and "numNodes" in trainer:
+        runtime_findings[(kind, ref["name"])].note("spec.mlPolicy.numNodes", f"{num_nodes}: the TrainJob's numNodes "
+                                                                             f"{trainer['numNodes']} replaces it, as "
+                                                                             "in Kubeflow")
     if spec.get("suspend") is not None:
         args["suspend"] = spec["suspend"]
     if spec.get("activeDeadlineSeconds") is not None:
@@ -273,9 +294,6 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
     if spec.get("managedBy") not in (None, "trainer.kubeflow.org/trainjob-controller"):
         findings.cannot("spec.managedBy", f"{shown(spec['managedBy'])}: no controller manages the imported job; "
                                           "MultiKueue dispatch has no equivalent")
-    for i, _ in enumerate(spec.get("runtimePatches") or []):
-        findings.cannot(f"spec.runtimePatches[{i}]", "give the patched fields as the job's arguments instead "
-                                                     "(pod_labels, tolerations, volumes, env, ...)")
     for kind_key, argument in (("dataset", "dataset_initializer"), ("model", "model_initializer")):
         source = (spec.get("initializer") or {}).get(kind_key)
         if source is None:
@@ -288,7 +306,168 @@ def import_trainjob(document: dict[str, Any], runtimes: dict[tuple[str, str], di
         if (source.get("secretRef") or {}).get("name"):
             initializer["secret_name"] = source["secretRef"]["name"]
         args[argument] = initializer
+    patches, jobset = _pod_patches(spec, findings)
+    for key, values in jobset.items():
+        args[key] = {**values, **(args.get(key) or {})}
+    for patch in patches:
+        _apply_pod_patch(patch, component, args, findings)
     kueue_owns_suspend(args, findings, "spec.suspend")
     if args.get("gang_scheduler") is None and (args.get("queue") or args.get("priority_class")):
         findings.cannot("metadata", "a queue without a gang scheduler")
     return component, name, args
+
+
+# ---- runtime patches ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PodPatch:
+    """A patch of one replicated Job's pods, whichever API version spelled it."""
+
+    path: str
+    target: str
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+
+
+def _pod_patches(spec: dict[str, Any], findings: Findings) -> tuple[list[PodPatch], dict[str, dict[str, str]]]:
+    """v2.3's runtimePatches, v2.1's podTemplateOverrides and v2.0's podSpecOverrides as pod patches per
+    target, and the JobSet's patched labels and annotations (the job's own, which reach every object and pod)."""
+    patches: list[PodPatch] = []
+    jobset: dict[str, dict[str, str]] = {}
+    for i, patch in enumerate(spec.get("runtimePatches") or []):
+        path = f"spec.runtimePatches[{i}]"
+        findings.note(f"{path}.manager", f"{shown(patch.get('manager'))} owned this patch in Kubeflow; the job's "
+                                         "arguments have no owner per field (not needed)")
+        if patch.get("time"):
+            findings.note(f"{path}.time", "when the manager last wrote the patch (not needed)")
+        template = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
+        _jobset_metadata(template.get("metadata") or {}, findings, f"{path}.trainingRuntimeSpec.template.metadata",
+                         jobset)
+        for j, replicated in enumerate((template.get("spec") or {}).get("replicatedJobs") or []):
+            where = f"{path}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+            job = replicated.get("template") or {}
+            for key in (job.get("metadata") or {}):
+                findings.cannot(f"{where}.template.metadata.{key}", "the Job of one role has no labels or "
+                                                                    "annotations of its own; give them as labels "
+                                                                    "(every object) or in the pod template")
+            pod = (job.get("spec") or {}).get("template") or {}
+            patches.append(PodPatch(f"{where}.template.spec.template", replicated.get("name"),
+                                    pod.get("metadata") or {}, pod.get("spec") or {}))
+    for key, version in (("podTemplateOverrides", "v2.1"), ("podSpecOverrides", "v2.0")):
+        for i, override in enumerate(spec.get(key) or []):
+            path = f"spec.{key}[{i}]"
+            findings.note(path, f"the source uses Kubeflow Trainer {version}'s API ({key}; runtimePatches from v2.2 "
+                                "on): read as the patch it was")
+            pod_spec = ((override.get("spec") or {}) if key == "podTemplateOverrides"   # v2.0: the spec inline
+                        else {k: v for k, v in override.items() if k != "targetJobs"})
+            for target in override.get("targetJobs") or []:
+                patches.append(PodPatch(path if key == "podSpecOverrides" else f"{path}.spec", target.get("name"),
+                                        override.get("metadata") or {}, pod_spec))
+    for key in ("labels", "annotations"):
+        if spec.get(key):
+            findings.note(f"spec.{key}", f"the source uses Kubeflow Trainer v2.0/v2.1's spec.{key} (the JobSet's): "
+                                         f"the job's {key}, which reach every object and pod")
+            _jobset_metadata({key: spec[key]}, findings, "spec", jobset, noted=True)
+    return patches, jobset
+
+
+def _jobset_metadata(metadata: dict[str, Any], findings: Findings, path: str, patched: dict[str, dict[str, str]],
+                     noted: bool = False) -> None:
+    """Labels and annotations of the JobSet: the job's own (which reach every object and pod)."""
+    for key, value in metadata.items():
+        if key in ("labels", "annotations"):
+            patched.setdefault(key, {}).update(value or {})
+            if not noted:
+                findings.note(f"{path}.{key}", f"the JobSet's {key} in Kubeflow; the job's {key}, which reach every "
+                                               "object and pod")
+        else:
+            findings.cannot(f"{path}.{key}", "a patch of the JobSet's metadata takes only labels and annotations")
+
+
+# Pod spec fields of a patch with an argument of their own; the lists and maps add to what is there.
+_PATCH_ARGUMENTS = {"serviceAccountName": "service_account_name", "nodeSelector": "node_selector",
+                    "affinity": "affinity", "tolerations": "tolerations", "volumes": "volumes",
+                    "securityContext": "security_context"}
+_CONTAINER_PATCH_ARGUMENTS = {"env": "env", "volumeMounts": "volume_mounts", "securityContext":
+                              "container_security_context"}
+
+
+def _merge(fields: dict[str, Any], argument: str, value: Any) -> None:
+    """A patched value over the argument's: maps and lists add to it (as Kubernetes merges them), others replace."""
+    current = fields.get(argument)
+    if isinstance(current, dict) and isinstance(value, dict):
+        fields[argument] = {**current, **value}
+    elif isinstance(current, list) and isinstance(value, list):
+        fields[argument] = [*current, *value]
+    else:
+        fields[argument] = value
+
+
+def _apply_pod_patch(patch: PodPatch, component: str, args: dict[str, Any], findings: Findings) -> None:
+    """The patched fields as the arguments of the pods they target: the trainer pods' are the job's (for MPI,
+    the runtime's node or launcher template), an initializer's are its own; fields without one are named."""
+    mpi = component in ("MpiTrainJob", "DeepSpeedTrainJob", "MlxTrainJob")
+    main = patch.target if patch.target in INITIALIZERS else "node"   # the container each role trains in
+    if patch.target in INITIALIZERS:
+        argument = INITIALIZERS[patch.target]
+        if argument not in args:
+            findings.note(patch.path, f"targets {patch.target}, which this TrainJob does not run (not needed)")
+            return
+        fields, trainer = args[argument], False
+    elif mpi and patch.target in ("node", LAUNCHER):
+        if not isinstance(args.get("runtime"), dict):
+            findings.cannot(patch.path, f"a patch of the MPI {patch.target} pods alone needs the runtime's file "
+                                        "(the built-in runtime is referred to by name); give the runtime's file too")
+            return
+        fields, trainer = args["runtime"].setdefault(patch.target, {}) or {}, False
+        args["runtime"][patch.target] = fields
+    elif patch.target == "node" or patch.target == TRAINER:
+        fields, trainer = args, True
+    else:
+        findings.cannot(patch.path, f"targets replicated Job {shown(patch.target)}, which is not a trainer, launcher "
+                                    "or initializer")
+        return
+    for key, value in patch.metadata.items():
+        if key in ("labels", "annotations"):
+            _merge(fields, f"pod_{key}", dict(value or {}))
+        else:
+            findings.cannot(f"{patch.path}.metadata.{key}", "a pod patch's metadata takes only labels and annotations")
+    for key, value in patch.spec.items():
+        where = f"{patch.path}.spec.{key}"
+        if key in _PATCH_ARGUMENTS:
+            _merge(fields, _PATCH_ARGUMENTS[key], value)
+        elif key == "imagePullSecrets":
+            _merge(fields, "image_pull_secrets", [secret["name"] for secret in value or []])
+        elif key in ("schedulingGates", "terminationGracePeriodSeconds") and trainer:
+            fields.setdefault("pod_spec_overrides", {})[key] = value
+        elif key == "containers":
+            for i, container in enumerate(value or []):
+                _container_patch(container, main, fields, findings, f"{where}[{i}]")
+        else:
+            findings.cannot(where, f"no argument of the {patch.target} pods takes it"
+                                   + ("; give init containers as init_containers" if key == "initContainers" else ""))
+
+
+def _container_patch(container: dict[str, Any], main: str, fields: dict[str, Any], findings: Findings,
+                     path: str) -> None:
+    if container.get("name") != main:
+        findings.cannot(path, f"container {shown(container.get('name'))}: only the main container ({main}) has "
+                              "arguments; give a sidecar's settings in its own definition (sidecars)")
+        return
+    for key, value in container.items():
+        if key == "name":
+            continue
+        if key == "env":
+            env = env_argument(value or [])
+            current = fields.get("env")
+            if isinstance(current, dict) and isinstance(env, dict):
+                fields["env"] = {**current, **env}
+            elif current:
+                fields["env"] = [*(([{"name": k, "value": v} for k, v in current.items()]) if isinstance(current, dict)
+                                   else current), *value]
+            else:
+                fields["env"] = env
+        elif key in _CONTAINER_PATCH_ARGUMENTS:
+            _merge(fields, _CONTAINER_PATCH_ARGUMENTS[key], value)
+        else:
+            findings.cannot(f"{path}.{key}", "no argument of the main container takes it")

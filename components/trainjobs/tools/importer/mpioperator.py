@@ -11,16 +11,13 @@ from typing import Any
 
 from trainjobs.core.errors import shown
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
-from trainjobs.tools.importer.common import (Findings, SourceError, check_keys, check_pod_template, command_from_args,
-                                             kueue_owns_suspend, metadata_arguments, note_restart_policy,
-                                             pod_arguments, require)
+from trainjobs.tools.importer.common import (RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Findings, check_keys,
+                                             check_pod_template, entrypoint_command, metadata_arguments,
+                                             note_restart_policy, pod_arguments, require, run_policy_arguments)
 
 API = "the v2beta1 MPIJob API"
 SPEC_FIELDS = {"slotsPerWorker", "runLauncherAsWorker", "runPolicy", "mpiReplicaSpecs", "sshAuthMountPath",
                "launcherCreationPolicy", "mpiImplementation"}
-RUN_POLICY_FIELDS = {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
-                     "schedulingPolicy", "suspend", "managedBy"}
-SCHEDULING_FIELDS = {"minAvailable", "queue", "minResources", "priorityClass", "scheduleTimeoutSeconds"}
 REPLICA_FIELDS = {"replicas", "template", "restartPolicy"}
 IMPLEMENTATIONS = {"OpenMPI": "OpenMPI", "Intel": "IntelMPI", "MPICH": "MPICH"}
 # The MPI Operator's example images run sshd from this config, listening on 2222.
@@ -57,7 +54,7 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
     run_policy = spec.get("runPolicy") or {}
     check_keys(findings, run_policy, RUN_POLICY_FIELDS, "spec.runPolicy", API)
     scheduling = run_policy.get("schedulingPolicy") or {}
-    check_keys(findings, scheduling, SCHEDULING_FIELDS, "spec.runPolicy.schedulingPolicy", API)
+    check_keys(findings, scheduling, SCHEDULING_POLICY_FIELDS, "spec.runPolicy.schedulingPolicy", API)
     replicas = spec.get("mpiReplicaSpecs") or {}
     check_keys(findings, replicas, {"Launcher", "Worker"}, "spec.mpiReplicaSpecs", API)
     require("Launcher" in replicas, "spec.mpiReplicaSpecs.Launcher: an MPIJob needs a launcher")
@@ -94,7 +91,7 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
         note_restart_policy(findings, replica.get("restartPolicy") or pod.restart_policy,
                             f"spec.mpiReplicaSpecs.{role}.restartPolicy")
         fields = pod.fields
-        command_from_args(fields, findings, f"{path}.spec.containers[0]")
+        entrypoint_command(fields, findings, f"{path}.spec.containers[0]")
         if "resources_per_node" in fields:
             fields["resources"] = fields.pop("resources_per_node")
         if "scheduler_name" in fields:
@@ -140,41 +137,8 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
                                           f"<job>-worker-<i>.<job>.<namespace>.svc); the format is "
                                           f"{IMPLEMENTATIONS[implementation]}'s")
     args.update(overrides)
-    for key, argument in (("ttlSecondsAfterFinished", "ttl_seconds_after_finished"),
-                          ("activeDeadlineSeconds", "active_deadline_seconds"), ("backoffLimit", "backoff_limit"),
-                          ("suspend", "suspend")):
-        if run_policy.get(key) is not None:
-            args[argument] = run_policy[key]
-    policy = run_policy.get("cleanPodPolicy")
-    if policy not in (None, "Running", "All"):
-        findings.note("spec.runPolicy.cleanPodPolicy", f"{policy}: workers end when the launcher ends (as Running)")
-    if run_policy.get("managedBy") not in (None, "kubeflow.org/mpi-operator"):
-        findings.cannot("spec.runPolicy.managedBy", "no controller manages the imported job")
+    run_policy_arguments(run_policy, args, findings, "kubeflow.org/mpi-operator", "MPI Operator")
     if spec.get("launcherCreationPolicy") == "AtStartup":
         findings.note("spec.launcherCreationPolicy", "AtStartup: the launcher starts at once but waits until every "
                                                      "host resolves and accepts SSH before running mpirun")
-    if scheduling:
-        gang = args.get("gang_scheduler") or ("volcano" if args.get("scheduler_name") == "volcano" else None)
-        if gang is None:
-            findings.cannot("spec.runPolicy.schedulingPolicy", "the gang scheduler is the MPI Operator's "
-                                                               "--gang-scheduling flag, not in the MPIJob; give the "
-                                                               "job gang_scheduler yourself")
-        args["gang_scheduler"] = gang
-        if scheduling.get("queue"):
-            args["queue"] = scheduling["queue"]
-        if scheduling.get("priorityClass"):
-            args["priority_class"] = scheduling["priorityClass"]
-        if scheduling.get("scheduleTimeoutSeconds") is not None:
-            args["schedule_timeout_seconds"] = scheduling["scheduleTimeoutSeconds"]
-        if scheduling.get("minAvailable") is not None:
-            findings.note("spec.runPolicy.schedulingPolicy.minAvailable", "the gang is every pod of the job")
-        if scheduling.get("minResources"):
-            findings.note("spec.runPolicy.schedulingPolicy.minResources", "derived from the pods' requests")
-    elif args.get("scheduler_name") == "volcano":
-        args["gang_scheduler"] = "volcano"
-    if args.get("gang_scheduler") is None:
-        args.pop("gang_scheduler", None)
-    kueue_owns_suspend(args, findings, "spec.runPolicy.suspend")
-    if args.get("queue") and not args.get("gang_scheduler"):
-        raise SourceError("a queue is named but no gang scheduler; give the job gang_scheduler yourself")
     return "MpiTrainJob", name, args

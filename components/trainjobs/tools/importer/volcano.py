@@ -1,4 +1,5 @@
-"""Volcano (batch.volcano.sh/v1alpha1 Job) with the pytorch, mpi and ssh plugins.
+"""Volcano (batch.volcano.sh/v1alpha1 Job) with the pytorch plugin, the mpi plugin, or the ssh and svc
+plugins running mpirun.
 
 - pytorch: master and worker tasks become one TorchTrainJob of one process per pod (`torchrun:
   false`: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, as the plugin gives them); any other task is an
@@ -6,18 +7,22 @@
   before volcano-sh/volcano#4281, and still gives other tasks MASTER_ADDR, WORLD_SIZE and the port:
   flagged);
 - mpi (with ssh): the master task is the launcher, the worker task the MPI hosts of an MpiTrainJob;
+- ssh and svc without a framework plugin (most of Volcano's published MPI jobs): the task whose command
+  runs mpirun or mpiexec is the launcher, the other task the MPI hosts; Volcano's host lists of that task
+  (`/etc/volcano/<task>.host`, `VC_<TASK>_HOSTS`) are the job's hostfile;
 - schedulerName volcano: gang_scheduler "volcano" with the Job's queue and priority class.
 
 No Python model of the Volcano Job API is published: its fields are checked against the v1alpha1 API's
 field lists here, its pod templates against Kubernetes' models.
 """
 
+import re
 import shlex
 from typing import Any
 
 from trainjobs.core.errors import shown
-from trainjobs.tools.importer.common import (Findings, check_keys, check_pod_template, command_from_args,
-                                             note_restart_policy, pod_arguments, require)
+from trainjobs.tools.importer.common import (Findings, check_keys, check_pod_template, entrypoint_command,
+                                             note_restart_policy, pod_arguments, require, same_template)
 
 API = "the v1alpha1 Volcano Job API"
 SPEC_FIELDS = {"schedulerName", "minAvailable", "volumes", "tasks", "policies", "plugins", "runningEstimate", "queue",
@@ -41,6 +46,48 @@ def plugin_flags(arguments: list[str], defaults: dict[str, str], findings: Findi
     return flags
 
 
+MPI_COMMAND = re.compile(r"(^|[\s;&|`(])(mpirun|mpiexec|mpiexec\.hydra|horovodrun)(\s|$)")
+HOSTFILE_OPTION = r"(--?(?:hostfile|machinefile))(\s+|=)"
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+
+
+def _words(pods: dict[str, Any]) -> str:
+    return " ".join(shlex.quote(str(w)) for w in [*(pods.get("command") or []), *(pods.get("args") or [])])
+
+
+def _runs_mpi(task: dict[str, Any]) -> bool:
+    containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    words = [*(containers[0].get("command") or []), *(containers[0].get("args") or [])]
+    return any(MPI_COMMAND.search(str(word)) for word in words)
+
+
+def _host_lists(pods: dict[str, Any], worker: str, findings: Findings, path: str) -> None:
+    """Volcano's list of the worker task's hosts, as the command uses it: a hostfile option naming
+    /etc/volcano/<worker>.host becomes the job's hostfile (same hosts, the job's names); a command that
+    names its hosts itself (--host from that file, VC_<TASK>_HOSTS or MPI_HOST) is named with what to change."""
+    volcano_file = f"/etc/volcano/{worker}.host"
+    pattern = re.compile(HOSTFILE_OPTION + re.escape(volcano_file))
+    for key in ("command", "args"):
+        if pods.get(key) and any(pattern.search(str(w)) for w in pods[key]):
+            pods[key] = [pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{MPI_HOSTFILE}", str(w)) for w in pods[key]]
+            findings.note(f"{path}.{key}", f"{volcano_file} is the job's hostfile {MPI_HOSTFILE}: it lists the {worker} "
+                                           "task's pods (under the job's names, with their slots)")
+    words = _words(pods)
+    hosts = re.search(r"(--host|-host|-H)(\s+|=)(\S+)", words)
+    lists = sorted(set(re.findall(r"/etc/volcano/[\w.-]+\.host|VC_\w+_HOSTS", words)))
+    if not lists and re.search(r"\$\{?MPI_HOST\b", words) and "MPI_HOST=" not in words:
+        lists = ["MPI_HOST"]   # the mpi plugin's env on the master
+    if hosts or lists:
+        given = f"{hosts.group(1)} {hosts.group(3)}" if hosts else ""
+        origin = f", from {', '.join(lists)}" if given and lists else ""
+        change = (f"remove {given}{' and the line that builds it' if lists else ''}" if given
+                  else f"stop reading {', '.join(lists)}")
+        findings.cannot(f"{path}.command", f"the command names its hosts itself ({given or ', '.join(lists)}{origin}); "
+                                           f"the job gives mpirun the hostfile {MPI_HOSTFILE} (the {worker} task's "
+                                           f"pods), which it reads by itself: {change}, or pass --hostfile "
+                                           f"{MPI_HOSTFILE}")
+
+
 def _pods(task: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]:
     pod = pod_arguments(task.get("template") or {}, findings, f"{path}.template")
     note_restart_policy(findings, pod.restart_policy, f"{path}.template.spec.restartPolicy")
@@ -50,8 +97,11 @@ def _pods(task: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]
         else:
             findings.cannot(f"{path}.policies[{i}]", "Volcano lifecycle policies have no equivalent; failures follow "
                                                      "backoff_limit")
+    if task.get("dependsOn") is not None and _runs_mpi(task):
+        findings.note(f"{path}.dependsOn", "the launcher waits until every host resolves and accepts SSH before "
+                                           "running its command")
     for key in ("topologyPolicy", "minAvailable", "maxRetry", "dependsOn", "partitionPolicy"):
-        if task.get(key) is not None:
+        if task.get(key) is not None and not (key == "dependsOn" and _runs_mpi(task)):
             findings.cannot(f"{path}.{key}", "a task setting without an argument")
     return {**pod.fields, **pod.overrides}
 
@@ -64,15 +114,6 @@ def _without_port(pods: dict[str, Any], port: str) -> dict[str, Any]:
     else:
         pods.pop("ports", None)
     return pods
-
-
-def _same_template(master: dict[str, Any], worker: dict[str, Any], findings: Findings, path: str) -> dict[str, Any]:
-    """One template for every training pod: where master and worker differ, the workers' (the most pods)."""
-    for key in sorted(set(master) | set(worker)):
-        if master.get(key) != worker.get(key):
-            findings.cannot(f"{path} ({key})", f"master and worker pods differ here ({shown(master.get(key))} and "
-                                             f"{shown(worker.get(key))}); every training pod has one template")
-    return worker
 
 
 def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, dict]:
@@ -116,20 +157,37 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
     if spec.get("maxRetry") is not None:
         findings.note("spec.maxRetry", "Volcano restarts the whole job; the imported job retries failed pods up to "
                                        "backoff_limit (0)")
-    for plugin in ("svc", "env"):
-        if plugin in plugins:
-            findings.note(f"spec.plugins.{plugin}", {"svc": "a headless Service is always made; no VC_<TASK>_HOSTS "
-                                                            "env or /etc/volcano host files",
-                                                     "env": "no VC_TASK_INDEX env (JOB_COMPLETION_INDEX is set by "
-                                                            "Kubernetes)"}[plugin])
+    frameworks = [p for p in ("pytorch", "mpi") if p in plugins]
+    launchers = [t.get("name") for t in tasks if _runs_mpi(t)]
+    by_ssh = not frameworks and "ssh" in plugins and len(launchers) == 1 and len(tasks) == 2
+    if "svc" in plugins:
+        hosts = (f"Volcano's host list of the hosts' task is the job's hostfile {MPI_HOSTFILE}; " if by_ssh or
+                 "mpi" in frameworks else "")
+        findings.note("spec.plugins.svc", f"a headless Service is always made; {hosts}no VC_<TASK>_HOSTS env or "
+                                          "/etc/volcano host files")
+    if "env" in plugins:
+        findings.note("spec.plugins.env", "no VC_TASK_INDEX env (JOB_COMPLETION_INDEX is set by Kubernetes)")
+    if "ssh" in plugins and "pytorch" in plugins:
+        findings.note("spec.plugins.ssh", "the torch job's pods reach each other by the trainer port, without SSH "
+                                          "(not needed)")
     for plugin in ("tensorflow", "ray", "hcclrank"):
         if plugin in plugins:
             findings.cannot(f"spec.plugins.{plugin}", "a framework trainjobs has no component for")
-    frameworks = [p for p in ("pytorch", "mpi") if p in plugins]
-    require(len(frameworks) == 1, "spec.plugins: the import reads a Job with the pytorch or the mpi plugin")
-    framework = frameworks[0]
-    flags = plugin_flags(plugins[framework], PYTORCH_DEFAULTS if framework == "pytorch" else MPI_DEFAULTS, findings,
-                         f"spec.plugins.{framework}")
+    require(len(frameworks) == 1 or by_ssh,
+            "spec.plugins: the import reads a Job with the pytorch plugin, the mpi plugin, or the ssh plugin (with svc) "
+            "and two tasks, one of which runs mpirun or mpiexec (the launcher) and the other the MPI hosts; "
+            f"here: plugins {', '.join(plugins) or 'none'}, tasks running mpirun: {', '.join(map(str, launchers)) or 'none'}"
+            f" of {len(tasks)}")
+    if by_ssh:
+        framework = "mpi"
+        worker_name = next(t.get("name") for t in tasks if t.get("name") != launchers[0])
+        flags = {"master": launchers[0], "worker": worker_name, "port": "22"}
+        findings.note("spec.plugins", f"no framework plugin: task {launchers[0]} runs mpirun, so it is the launcher, "
+                                      f"and task {worker_name} the MPI hosts")
+    else:
+        framework = frameworks[0]
+        flags = plugin_flags(plugins[framework], PYTORCH_DEFAULTS if framework == "pytorch" else MPI_DEFAULTS,
+                             findings, f"spec.plugins.{framework}")
     require(flags["master"] in by_name, f"spec.tasks: no task named {shown(flags['master'])} (the {framework} "
                                         "plugin's master)")
     master_index, master = by_name[flags["master"]]
@@ -146,7 +204,7 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
         require(master_count == 1, f"spec.tasks[{master_index}].replicas: the pytorch plugin gives every master "
                                    "RANK=0; one master")
         component = "TorchTrainJob"
-        template = master_pods if worker_pods is None else _same_template(
+        template = master_pods if worker_pods is None else same_template(
             master_pods, worker_pods, findings, f"spec.tasks[{worker_index}].template")
         args.update(template)
         args["torchrun"] = False
@@ -177,8 +235,8 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
         require(worker is not None, f"spec.tasks: no task named {shown(flags['worker'])} (the mpi plugin's worker)")
         require(master_count == 1, f"spec.tasks[{master_index}].replicas: one MPI master (launcher)")
         component = "MpiTrainJob"
-        command_from_args(master_pods, findings, f"spec.tasks[{master_index}].template.spec.containers[0]")
-        command_from_args(worker_pods, findings, f"spec.tasks[{worker_index}].template.spec.containers[0]")
+        entrypoint_command(master_pods, findings, f"spec.tasks[{master_index}].template.spec.containers[0]")
+        entrypoint_command(worker_pods, findings, f"spec.tasks[{worker_index}].template.spec.containers[0]")
         runtime: dict[str, Any] = {"name": name, "run_launcher_as_node": False}
         ssh = plugin_flags(plugins.get("ssh") or [], {"ssh-key-file-path": "/root/.ssh", "ssh-port": flags["port"]},
                            findings, "spec.plugins.ssh")
@@ -193,12 +251,8 @@ def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, 
                 pods["resources"] = pods.pop("resources_per_node")
             pods.pop("scheduler_name", None)
             runtime[key] = pods
-        words = " ".join(shlex.quote(str(w)) for w in [*(master_pods.get("command") or []),
-                                                       *(master_pods.get("args") or [])])
-        if "MPI_HOST" in words or "/etc/volcano" in words:
-            findings.cannot(f"spec.tasks[{master_index}].template.spec.containers[0].command",
-                            "the command reads Volcano's host list (MPI_HOST, /etc/volcano/*.host); mpirun reads the "
-                            "job's hostfile by itself: drop --host/--hostfile")
+        _host_lists(runtime["launcher"], flags["worker"], findings,
+                    f"spec.tasks[{master_index}].template.spec.containers[0]")
         args["runtime"] = runtime
         args["num_nodes"] = worker_count
         if others:
