@@ -82,6 +82,10 @@ class Kueue(GangScheduler):
             gang.issues.add("gang_scheduler", f"Kueue admits each object of backend {shown(args.backend)} on its own, "
                                               f"so {names}, whose pods must run together, would be admitted "
                                               'separately: set backend "jobset" (one JobSet, admitted as one Workload)')
+            if args.placement is not None:
+                gang.issues.add("placement", f"Kueue places together only pod sets of one Workload, and {names} "
+                                             "would be Workloads of their own, each placed apart: set backend "
+                                             '"jobset" (its launcher and nodes are then grouped in one domain)')
         refused = {issue.field for issue in gang.issues.issues}
         if not args.queue or "queue" in refused:
             return   # reported by check
