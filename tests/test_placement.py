@@ -326,3 +326,13 @@ def test_the_mpi_refusal_says_what_multikueue_leaves_behind():
 def test_placement_is_a_typed_argument():
     args = TorchTrainJobArgs(image="t:1", placement={"topology": RACK}, multikueue=False)
     assert args.placement.topology == RACK and args.placement.mode == "required"
+
+
+def test_a_platform_profile_places_every_job_and_a_job_overrides_its_mode():
+    profile = trainjobs.PlatformProfile(gang_scheduler="kueue", queue="team-llm",
+                                        placement={"topology": RACK})
+    objects = rendered(TorchTrainJob, {**TORCH, "profile": profile})
+    assert annotations(sets(objects)["node"])[REQUIRED] == RACK
+    objects = rendered(TorchTrainJob, {**TORCH, "profile": profile,
+                                       "placement": {"topology": BLOCK, "mode": "preferred"}})
+    assert {k: v for k, v in annotations(sets(objects)["node"]).items() if k.startswith("kueue.")} == {PREFERRED: BLOCK}

@@ -68,10 +68,14 @@ class PodsBackend:
     replace_on_changes = ("spec",)
     delete_before_replace = True
     start_order = frozenset()
+    creates_service = False
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         if workload.args.failure_policy and workload.args.failure_policy.max_restarts:
             issues.add("failure_policy.max_restarts", "bare Pods are never restarted")
+
+    def place(self, issues: IssueCollector, workload: Workload, pod_sets: list[PodSetSpec]) -> bool:
+        return False   # pod affinity, as for Indexed Jobs
 
     def materialize(self, workload: Workload) -> backends.Assembly:
         return backends.Assembly(tuple(self._pod(workload, p, i) for p in workload.pod_sets for i in range(p.count)))
@@ -111,6 +115,16 @@ def test_a_registered_backend_builds_the_pods(pods_backend):
     env = {e["name"]: e.get("value") for e in pods["train-node-0-0"]["spec"]["containers"][0]["env"]}
     assert env["PET_MASTER_ADDR"] == "train-node-0-0.train"
     assert [m["kind"] for m in built.manifests] == ["Service", "Pod", "Pod"]
+
+
+def test_a_registered_backend_without_placement_of_its_own_gets_pod_affinity_and_no_multikueue(pods_backend):
+    built = plan(TorchTrainJob, {"image": "t:1", "num_nodes": 2, "backend": "pods",
+                                 "placement": {"topology": "example.com/rack"}})
+    pod = next(m for m in built.manifests if m["kind"] == "Pod")
+    (term,) = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "example.com/rack"
+    assert problems(TorchTrainJob, {"image": "t:1", "backend": "pods", "multikueue": True,
+                                    "queue": "q"}).keys() >= {"backend"}
 
 
 def test_a_registered_backend_is_an_allowed_value_and_is_described(pods_backend):
