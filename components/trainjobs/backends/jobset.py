@@ -236,6 +236,20 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
     return jobs
 
 
+def controller_service(jobset: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The headless Service the controller creates for a JobSet with DNS hostnames when none named after its
+    subdomain exists (`createHeadlessSvcIfNecessary`): what publishes the pods of a JobSet that comes with
+    no Service of the job's (one MultiKueue dispatched to a worker cluster)."""
+    network = jobset["spec"].get("network") or {}
+    if not network.get("enableDNSHostnames", True):
+        return None
+    name = jobset["metadata"]["name"]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": metadata(network.get("subdomain") or name, jobset["metadata"].get("namespace"), {}, {}),
+            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: name},
+                     "publishNotReadyAddresses": bool(network.get("publishNotReadyAddresses", False))}}
+
+
 def jobset_of(job: dict[str, Any]) -> str | None:
     """The JobSet that created a Job, from the controller's label."""
     return (job["metadata"].get("labels") or {}).get(JOBSET_NAME)
@@ -243,4 +257,4 @@ def jobset_of(job: dict[str, Any]) -> str | None:
 
 BACKEND = JobSetBackend()
 register("jobset", BACKEND)
-__all__ = ["API_VERSION", "BACKEND", "KIND", "child_jobs", "jobset_of"]
+__all__ = ["API_VERSION", "BACKEND", "KIND", "child_jobs", "controller_service", "jobset_of"]
