@@ -14,6 +14,10 @@ this package refuses an argument that no chosen scheduler reads; its own `check`
 The gang of a job is its training pods (node pods, and an MPI launcher): they start together and
 need each other. Initializers run before them, and extra roles beside them without being needed,
 so neither is counted in the gang; each scheduler module still queues them (docs/scheduling.md).
+
+A job's `placement` is a property of its training pod sets: the chosen scheduler renders it in
+`decorate` and reads it back in `placed`; without one, `placement.py` leaves it to the backend (JobSet's
+exclusive placement) or to pod affinity. `multikueue` implies Kueue.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from trainjobs.kube.naming import shown
 from trainjobs.kube.requests import total_requests
+from trainjobs.scheduling import placement
 
 if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
     from trainjobs.backends import Backend, PodSet
@@ -217,6 +222,3 @@ def _check_unread(args: TrainJobArgs, issues: IssueCollector, chosen: GangSchedu
 def set_labels(target: dict[str, Any], labels: dict[str, str], key: str = "labels") -> None:
     """Add to a metadata block's labels (or annotations)."""
     target[key] = {**target.get(key, {}), **labels}
-
-
-from trainjobs.scheduling import placement   # noqa: E402  (uses the names above)
