@@ -217,13 +217,75 @@ def jobset_webhook_problems(jobset: dict[str, Any]) -> list[str]:
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
+_TAS = "kueue.x-k8s.io/podset-"
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def _is_label_key(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    return (not slash or is_dns1123_subdomain(prefix)) and len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
+
+
 def kueue_webhook_problems(obj: dict[str, Any]) -> list[str]:
     """What Kueue's webhook refuses on creating a Job or JobSet it manages: a queue name that is not a
-    DNS-1123 subdomain."""
+    DNS-1123 subdomain, and topology-aware scheduling annotations on its pod sets against the rules of
+    `pkg/controller/jobframework/tas_validation.go` (at most one of required, preferred, unconstrained;
+    level names are label keys; slice size with, and only with, a slice level, at least 1 and at most the
+    pod set's count; a group name with required or preferred, without slices, not a number; a group of
+    exactly 2 pod sets, one of count 1, with the same required or preferred value)."""
     queue = (obj["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL)
-    if queue is not None and not is_dns1123_subdomain(queue):
-        return [f"metadata.labels[{KUEUE_QUEUE_LABEL}]: {queue!r} is not a DNS-1123 subdomain"]
-    return []
+    if queue is None:
+        return []
+    problems = []
+    if not is_dns1123_subdomain(queue):
+        problems.append(f"metadata.labels[{KUEUE_QUEUE_LABEL}]: {queue!r} is not a DNS-1123 subdomain")
+    if "spec" not in obj:
+        return problems
+    if obj["kind"] == "Job":   # one pod set `main`, count min(parallelism, completions)
+        spec = obj["spec"]
+        pod_sets = [("main", min(int(spec.get("parallelism", 1)), int(spec.get("completions", spec.get("parallelism", 1)))),
+                     spec["template"])]
+    else:                      # a pod set per replicated job, count replicas x min(parallelism, completions)
+        pod_sets = []
+        for rj in obj["spec"].get("replicatedJobs") or []:
+            spec = rj["template"]["spec"]
+            pods = min(int(spec.get("parallelism", 1)), int(spec.get("completions", spec.get("parallelism", 1))))
+            pod_sets.append((rj["name"], int(rj.get("replicas", 1)) * pods, spec["template"]))
+    groups: dict[str, list[tuple[str, int, dict]]] = {}
+    for name, count, template in pod_sets:
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        where = f"pod set {name}: "
+        modes = [k for k in ("required-topology", "preferred-topology", "unconstrained-topology")
+                 if _TAS + k in annotations]
+        if len(modes) > 1:
+            problems.append(where + f"more than one topology annotation: {modes}")
+        for key in ("required-topology", "preferred-topology", "slice-required-topology"):
+            if _TAS + key in annotations and not _is_label_key(annotations[_TAS + key]):
+                problems.append(where + f"{key} {annotations[_TAS + key]!r} is not a label key")
+        slice_level, size = annotations.get(_TAS + "slice-required-topology"), annotations.get(_TAS + "slice-size")
+        if (slice_level is None) != (size is None):
+            problems.append(where + "slice-required-topology and slice-size go together")
+        if size is not None and (not size.isdigit() or not 1 <= int(size) <= count):
+            problems.append(where + f"slice-size {size!r} must be an integer from 1 to the pod count {count}")
+        group = annotations.get(_TAS + "group-name")
+        if group is not None:
+            if group.isdigit():
+                problems.append(where + f"group-name {group!r} must not be a number")
+            if slice_level is not None or size is not None:
+                problems.append(where + "group-name may not be set with slices")
+            if not ({"required-topology", "preferred-topology"} & set(modes)):
+                problems.append(where + "group-name needs required-topology or preferred-topology")
+            groups.setdefault(group, []).append((name, count, annotations))
+    for group, members in groups.items():
+        if len(members) != 2:
+            problems.append(f"group {group}: {len(members)} pod sets, Kueue groups exactly 2")
+            continue
+        (_, count1, a1), (_, count2, a2) = members
+        if count1 != 1 and count2 != 1:
+            problems.append(f"group {group}: neither pod set has count 1 ({count1}, {count2})")
+        if any(a1.get(_TAS + k) != a2.get(_TAS + k) for k in ("required-topology", "preferred-topology")):
+            problems.append(f"group {group}: the pod sets' required or preferred topology differ")
+    return problems
 
 
 def cluster_problems(objects: Iterable[dict[str, Any]]) -> list[str]:

@@ -31,12 +31,16 @@ class PodsBackend:
     replaced_on = replace_on_changes
     delete_before_replace = True   # the Pod's name is taken until it is gone
     start_order = frozenset()      # every Pod is created at once (training pods wait for initializers themselves)
+    creates_service = False        # no controller: the job registers its headless Service itself
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         policy = workload.given.failure_policy
         if policy and policy.max_restarts:
             issues.add("failure_policy.max_restarts", "bare Pods are never restarted: remove max_restarts, or use "
                                                       'backend "jobset"')
+
+    def place(self, issues: IssueCollector, workload: Workload, pod_sets: list[PodSetSpec]) -> bool:
+        return False   # a placement is pod affinity, as for Indexed Jobs
 
     def materialize(self, workload: Workload) -> backends.Assembly:
         return backends.Assembly(tuple(self._pod(workload, p, i) for p in workload.pod_sets for i in range(p.count)))

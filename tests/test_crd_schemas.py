@@ -212,6 +212,41 @@ def test_every_custom_resource_of_every_family_backend_and_gang_scheduler_is_acc
     assert cluster_problems(objects) == []
 
 
+# Placements, as each gang scheduler (or backend, without one) renders them; coscheduling has none.
+PLACEMENTS = {
+    None: {"topology": "example.com/rack"},
+    "kueue": {"topology": "example.com/block", "slice_topology": "example.com/rack", "slice_size": 1},
+    "volcano": {"tier": 2, "mode": "preferred"},
+}
+PLACED = [pytest.param(f, b, s, id=f"{f}-{b}-{s}") for f in FAMILIES for b in ("jobs", "jobset") for s in PLACEMENTS]
+
+
+@pytest.mark.parametrize("family,backend,scheduler", PLACED)
+def test_every_placement_of_every_family_backend_and_gang_scheduler_is_accepted(family, backend, scheduler):
+    args = {**job_args(family, backend, scheduler), "placement": PLACEMENTS[scheduler]}
+    mpi = family in ("MpiTrainJob", "DeepSpeedTrainJob", "MlxTrainJob")
+    if mpi and (scheduler, backend) in ((None, "jobset"), ("kueue", "jobs")):
+        args.update(ONE_MPI_HOST)   # the launcher apart from its nodes: refused (tests/test_placement.py)
+    if mpi and scheduler == "kueue" and not args.get("run_launcher_as_node"):
+        args["placement"] = {"topology": "example.com/block"}   # Kueue groups the launcher and nodes, unsliced
+    component = getattr(trainjobs, family)
+    objects = manifests(run(lambda: component("job", args)))
+    assert cluster_problems(objects) == []
+
+
+def test_the_kueue_webhook_rules_on_topology_annotations():
+    def job(annotations, pods=4):
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+                "spec": {"parallelism": pods, "completions": pods,
+                         "template": {"metadata": {"annotations": annotations}, "spec": {}}}}
+    tas = "kueue.x-k8s.io/podset-"
+    assert kueue_webhook_problems(job({tas + "required-topology": "example.com/rack"})) == []
+    assert kueue_webhook_problems(job({tas + "required-topology": "r", tas + "preferred-topology": "r"})) != []
+    assert kueue_webhook_problems(job({tas + "slice-required-topology": "r", tas + "slice-size": "5"})) != []
+    assert kueue_webhook_problems(job({tas + "slice-size": "2"})) != []
+    assert kueue_webhook_problems(job({tas + "required-topology": "r", tas + "group-name": "g"})) != []   # group of 1
+
+
 # JobSet shapes beyond the families' defaults: a launcher that is also a host, a launcher that is the only
 # host (no node replicated job, no dependsOn), both initializers before a c10d torch job with an extra role.
 VARIANTS = {

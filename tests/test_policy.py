@@ -125,6 +125,13 @@ def test_headless_service(pulumi_stack):
         "Service that selects them"]
 
 
+def test_a_jobset_without_the_jobs_service_has_the_one_its_controller_makes(pulumi_stack):
+    """A MultiKueue job registers its JobSet alone; the JobSet controller makes the headless Service."""
+    stack = pulumi_stack(torch("mk", backend="jobset", multikueue=True, queue="team-llm"))
+    assert [o["kind"] for o in objects(stack)] == ["JobSet"]
+    assert found(rules.headless_service, stack) == []
+
+
 def test_headless_service_counts_a_jobs_pods_across_its_jobs(pulumi_stack):
     """One launcher and one worker: two Jobs of one pod each, one job of two pods."""
     stack = pulumi_stack(lambda: MpiTrainJob("pi", PI))

@@ -471,3 +471,23 @@ def test_a_queue_name_the_cluster_refuses_is_refused_on_queue(engine, provider, 
                                    "queue": "Team_LLM"})
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert [line.split(":")[0] for line in error.details().splitlines()[1:]] == ["  - queue"]
+
+
+def test_a_placement_and_multikueue_through_the_provider(engine, provider):
+    registered, _ = construct(engine, provider, "TorchTrainJob", "llm", {
+        "image": "img:1", "numNodes": 4, "gangScheduler": "kueue", "queue": "team-llm",
+        "placement": {"topology": "example.com/block", "sliceTopology": "example.com/rack", "sliceSize": 2}})
+    template = as_dict(registered.get("Job", "llm-node-0").object)["spec"]["template"]
+    assert {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("kueue.")} == {
+        "kueue.x-k8s.io/podset-required-topology": "example.com/block",
+        "kueue.x-k8s.io/podset-slice-required-topology": "example.com/rack", "kueue.x-k8s.io/podset-slice-size": "2"}
+    registered, _ = construct(engine, provider, "TorchTrainJob", "mk", {
+        "image": "img:1", "numNodes": 2, "backend": "jobset", "multikueue": True, "queue": "team-llm"})
+    assert registered.kinds() == [("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "mk")]
+    assert as_dict(registered.get("JobSet", "mk").object)["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+
+
+def test_a_refused_placement_through_the_provider_names_the_argument(engine, provider):
+    error = bad(engine, provider, {"image": "img:1", "gangScheduler": "kueue", "queue": "q", "placement": {"tier": 1}})
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "  - placement.tier: HyperNode tiers are Volcano's" in error.details()

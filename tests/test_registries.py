@@ -76,6 +76,16 @@ def test_a_registered_backend_builds_the_pods(pods_backend):
     assert [m["kind"] for m in built.manifests] == ["Service", "Pod", "Pod"]
 
 
+def test_a_registered_backend_without_placement_of_its_own_gets_pod_affinity_and_no_multikueue(pods_backend):
+    built = plan(TorchTrainJob, {"image": "t:1", "num_nodes": 2, "backend": "pods",
+                                 "placement": {"topology": "example.com/rack"}})
+    pod = next(m for m in built.manifests if m["kind"] == "Pod")
+    (term,) = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "example.com/rack"
+    assert problems(TorchTrainJob, {"image": "t:1", "backend": "pods", "multikueue": True,
+                                    "queue": "q"}).keys() >= {"backend"}
+
+
 def test_a_registered_backend_is_an_allowed_value_and_is_described(pods_backend):
     assert '"pods" (a bare Pod per pod)' in field_description(TrainJobArgs, "backend")
     assert problems(TorchTrainJob, {"image": "t:1", "backend": "pod"})["backend"].endswith(

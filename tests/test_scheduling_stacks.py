@@ -44,7 +44,8 @@ def test_the_volcano_stack_gang_schedules_each_job():
     groups = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PodGroup"}
     assert set(groups) == {"pretrain", "allreduce", "finetune"}
     assert groups["pretrain"]["spec"] == {"minMember": 2, "queue": "team-llm", "priorityClassName": "research",
-                                          "minResources": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "16"}}
+                                          "minResources": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "16"},
+                                          "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
     # 3 MPI hosts with 4 GPUs each, and the launcher, which requests nothing.
     assert groups["allreduce"]["spec"]["minMember"] == 4
     assert groups["allreduce"]["spec"]["minResources"] == {"cpu": "48", "memory": "192Gi", "nvidia.com/gpu": "12"}
@@ -86,3 +87,21 @@ def test_the_jobset_check_refuses_unknown_fields_and_wrong_types():
         check_jobset({**jobset, "spec": {**jobset["spec"], "maxRestarts": 3}})   # belongs in failurePolicy
     with pytest.raises(ValueError):
         check_jobset({**jobset, "spec": {**jobset["spec"], "suspend": "yes"}})
+
+
+def test_the_example_stacks_place_their_training_pods():
+    """Kueue: the torch job's pods in one rack, the MPI job's launcher and workers grouped in one block;
+    Volcano: each PodGroup's networkTopology."""
+    from trainjobs.backends import pod_sets
+    from trainjobs.scheduling import placement_of
+
+    _, kueue = rendered("kueue")
+    placed = {s.name: placement_of(s, kueue) for s in pod_sets(kueue)}
+    assert placed["pretrain-node-0"] == "required example.com/rack (Kueue)"
+    assert placed["allreduce-node-0"] == placed["allreduce-launcher-0"] == \
+        "required example.com/block, group allreduce (Kueue)"
+    assert placed["finetune-node-0"] is None
+    volcano = {o["metadata"]["name"]: o["spec"].get("networkTopology") for o in rendered("volcano")[1]
+               if o["kind"] == "PodGroup"}
+    assert volcano == {"pretrain": {"mode": "hard", "highestTierAllowed": 1},
+                       "allreduce": {"mode": "soft", "highestTierAllowed": 1}, "finetune": None}

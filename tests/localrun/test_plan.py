@@ -168,3 +168,15 @@ def test_a_launcher_for_another_mpi_than_this_machines_mpirun_is_named(tmp_path,
     matching = [w for w in select(rendered(intel)).warnings if "set up for" in w]
     assert matching == ([] if implementation == "IntelMPI" else [warning.replace(f"Open MPI's ({open_mpi})",
                                                                               f"Intel MPI's ({intel})")])
+
+
+def test_a_jobset_without_the_jobs_service_is_published_by_the_service_its_controller_makes():
+    """A MultiKueue job registers the JobSet alone: the JobSet controller creates the headless Service."""
+    rendered = kubernetes_objects(run(lambda: TorchTrainJob("mk", {
+        "image": "t:1", "num_nodes": 2, "command": ["python", "train.py"], "backend": "jobset", "multikueue": True,
+        "queue": "team-llm"})), redact=False)
+    assert [o["kind"] for o in rendered] == ["JobSet"]
+    selection = select(rendered)
+    assert selection.warnings == []
+    assert [s.dns_names()[0] for s in selection.jobs[0].slots] == ["mk-node-0-0.mk", "mk-node-0-1.mk"]
+    assert all(s.published for s in selection.jobs[0].slots)

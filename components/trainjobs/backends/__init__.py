@@ -143,6 +143,10 @@ class Backend(Protocol):
     start_order: frozenset[str]
     """Which start conditions (trainjobs.core.podsets READY, COMPLETE) it honours: a pod set that starts
     after another's is created only then. Pods of a condition it does not honour are created at once."""
+    creates_service: bool
+    """Whether its controller creates the headless Service of the pods' subdomain where they run, when the
+    job registers none (JobSet's network): what lets the job go through MultiKueue, which copies only the
+    workload object to a worker cluster."""
     replaced_on: tuple[str, ...]
     """Every field whose change replaces such an object under Pulumi, and its pods with it (training starts
     over): `replace_on_changes` and what pulumi-kubernetes replaces by itself. Read by the change list."""
@@ -156,6 +160,10 @@ class Backend(Protocol):
     def holders(self, workload: "Workload", pod_sets: "Iterable[PodSetSpec]") -> list[str]:
         """The names of the registered objects that would hold `pod_sets`, each once, in order: what a
         controller such as Kueue admits as one unit."""
+
+    def place(self, issues: "IssueCollector", workload: "Workload", pod_sets: "list[PodSetSpec]") -> bool:
+        """Place `pod_sets` (the gang, with a placement and no gang scheduler) by the backend's own means
+        (JobSet's exclusive placement), reporting what it cannot honour; False leaves it to pod affinity."""
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The Jobs a controller creates from `manifest` when it is this backend's object, else None."""

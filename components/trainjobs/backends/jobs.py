@@ -27,6 +27,8 @@ def job(workload: Workload, pod_set: PodSetSpec) -> dict[str, Any]:
     spec = job_spec(pod_set)
     if workload.suspend is not None:
         spec["suspend"] = workload.suspend
+    if workload.managed_by is not None:
+        spec["managedBy"] = workload.managed_by
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": metadata(job_name(workload.name, pod_set.role), workload.args.namespace,
                                  {**pod_set.labels, **workload.labels}, pod_set.annotations),
@@ -40,6 +42,7 @@ class JobsBackend:
     replace_on_changes = IMMUTABLE_PATHS
     delete_before_replace = False
     start_order = frozenset({COMPLETE})   # Pulumi awaits a Job's completion, not its pods' readiness
+    creates_service = False   # the pods' DNS names come from the job's own Service
     # What pulumi-kubernetes replaces a Job for by itself, and the failure-policy fields above: the change list's.
     replaced_on = ("spec.template", "spec.completions", "spec.parallelism", "spec.completionMode", "spec.selector",
                    *IMMUTABLE_PATHS)
@@ -60,6 +63,9 @@ class JobsBackend:
 
     def holders(self, workload: Workload, pod_sets: Iterable[PodSetSpec]) -> list[str]:
         return [job_name(workload.name, p.role) for p in pod_sets]
+
+    def place(self, issues: IssueCollector, workload: Workload, pod_sets: list[PodSetSpec]) -> bool:
+        return False   # Kubernetes' Jobs have no placement of their own: pod affinity does it
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None   # a Job is what runs

@@ -32,6 +32,9 @@ PREFIX = "jobset.sigs.k8s.io/"
 JOBSET_NAME = PREFIX + "jobset-name"
 REPLICATED_JOB = PREFIX + "replicatedjob-name"
 RESTART_ATTEMPT = PREFIX + "restart-attempt"
+# Exclusive placement: each child Job gets one domain of this node label to itself (the JobSet controller
+# copies it onto the Job and its pods; its pod webhook turns it into affinities and node selectors).
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 WAIT_FOR = "pulumi.com/waitFor"
 # What Pulumi waits for when the job waits for completion (pulumi-kubernetes' generic await).
 COMPLETED = "condition=Completed"
@@ -59,6 +62,7 @@ class JobSetBackend:
     replaced_on = replace_on_changes
     delete_before_replace = True   # its name is taken until the old one is gone
     start_order = frozenset({READY, COMPLETE})   # dependsOn
+    creates_service = True   # createHeadlessSvcIfNecessary: a Service named after network.subdomain
 
     def check(self, issues: IssueCollector, workload: Workload) -> None:
         """The JobSet webhook's rule beyond the Jobs': its longest pod name, with the 5-character suffix
@@ -89,6 +93,8 @@ class JobSetBackend:
             spec["ttlSecondsAfterFinished"] = args.ttl_seconds_after_finished
         if workload.suspend is not None:
             spec["suspend"] = workload.suspend
+        if workload.managed_by is not None:
+            spec["managedBy"] = workload.managed_by
         jobset = {"apiVersion": API_VERSION, "kind": KIND,
                   "metadata": metadata(name, args.namespace, {**labels, **workload.labels}, annotations), "spec": spec}
         # Pods beside the job (extra roles) are no part of it: Jobs of their own, as under the jobs backend.
@@ -98,6 +104,25 @@ class JobSetBackend:
         """The JobSet holds every pod set but those beside the job, each a Job of its own."""
         return list(dict.fromkeys(jobs.BACKEND.holders(workload, [p])[0] if p.separate else workload.name
                                   for p in pod_sets))
+
+    def place(self, issues: IssueCollector, workload: Workload, pod_sets: list[PodSetSpec]) -> bool:
+        """Exclusive placement of each replicated job's child Job: its pods in one domain of the level, which
+        no other JobSet's pods share. Required only, and per Job: pod sets of several Jobs (an MPI launcher
+        and its nodes) would each get a domain of their own, apart."""
+        placement = workload.args.placement
+        if placement.mode == "preferred":
+            issues.add("placement.mode", 'with backend "jobset" and no gang scheduler, the placement is JobSet\'s '
+                                         "exclusive placement, which is required only: remove mode, or set "
+                                         'gang_scheduler "kueue" (preferred topology)')
+        if len(pod_sets) > 1:
+            roles = " and ".join(p.role for p in pod_sets)
+            issues.add("placement", f"JobSet's exclusive placement gives each child Job a domain of its own, so the "
+                                    f"{roles} pods would be kept apart: set gang_scheduler \"kueue\" (its "
+                                    'topology-aware scheduling places them in one domain together), or backend "jobs" '
+                                    "(pod affinity among the job's pods)")
+        for pod_set in pod_sets:
+            pod_set.annotations[EXCLUSIVE_TOPOLOGY] = placement.topology
+        return True
 
     def jobs_of(self, manifest: dict[str, Any]) -> list[dict[str, Any]] | None:
         if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
@@ -190,8 +215,12 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
             job_spec = dict(template["spec"])
             pod_template = dict(job_spec["template"])
             pod_meta = pod_template.get("metadata") or {}
+            exclusive = {EXCLUSIVE_TOPOLOGY: value for value in
+                         ((jobset["metadata"].get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY),
+                          (meta.get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)) if value}
             pod_template["metadata"] = {**pod_meta, "labels": {**(pod_meta.get("labels") or {}), **stamp},
-                                        "annotations": {**(pod_meta.get("annotations") or {}), **stamp}}
+                                        "annotations": {**(pod_meta.get("annotations") or {}), **stamp,
+                                                        **exclusive}}
             pod_spec = dict(pod_template["spec"])
             if network.get("enableDNSHostnames", True):
                 pod_spec["subdomain"] = network.get("subdomain") or name
@@ -207,6 +236,20 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
     return jobs
 
 
+def controller_service(jobset: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The headless Service the controller creates for a JobSet with DNS hostnames when none named after its
+    subdomain exists (`createHeadlessSvcIfNecessary`): what publishes the pods of a JobSet that comes with
+    no Service of the job's (one MultiKueue dispatched to a worker cluster)."""
+    network = jobset["spec"].get("network") or {}
+    if not network.get("enableDNSHostnames", True):
+        return None
+    name = jobset["metadata"]["name"]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": metadata(network.get("subdomain") or name, jobset["metadata"].get("namespace"), {}, {}),
+            "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: name},
+                     "publishNotReadyAddresses": bool(network.get("publishNotReadyAddresses", False))}}
+
+
 def jobset_of(job: dict[str, Any]) -> str | None:
     """The JobSet that created a Job, from the controller's label."""
     return (job["metadata"].get("labels") or {}).get(JOBSET_NAME)
@@ -214,4 +257,4 @@ def jobset_of(job: dict[str, Any]) -> str | None:
 
 BACKEND = JobSetBackend()
 register("jobset", BACKEND)
-__all__ = ["API_VERSION", "BACKEND", "KIND", "child_jobs", "jobset_of"]
+__all__ = ["API_VERSION", "BACKEND", "KIND", "child_jobs", "controller_service", "jobset_of"]

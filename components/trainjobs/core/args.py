@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from trainjobs import backends, scheduling
 from trainjobs.core.descriptions import describe_choices
 from trainjobs.core.errors import Issue, TrainJobError, shown
+from trainjobs.kube.naming import label_key_problem
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
 from trainjobs.kube.spread import spread_problems
 
@@ -474,6 +475,61 @@ class FailurePolicy(Model):
         return self
 
 
+class PlacementMode(str, enum.Enum):
+    """Whether the pods must land in one domain (and wait until they can), or should (and may spread)."""
+
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+class Placement(Model):
+    """Where the job's training pods land together: one domain of a topology level (a rack, a block), so their
+    collectives stay off the spine. The gang scheduler renders it its own way: Kueue's topology-aware
+    scheduling, Volcano's network topology, and without one JobSet's exclusive placement (backend "jobset")
+    or pod affinity among the job's pods (backend "jobs"). What the chosen one cannot honour is refused.
+    See docs/scheduling.md#placement."""
+
+    topology: Optional[str] = None
+    """The level: a node label key whose value names the domain (e.g. `example.com/rack`, a level of Kueue's
+    Topology). Kueue, JobSet and pod affinity read it; Volcano places by HyperNode tier (tier, tier_name)."""
+    mode: Optional[PlacementMode] = PlacementMode.REQUIRED.value
+    """required: every training pod in one domain of the level, waiting until one has room (Volcano: hard);
+    preferred: that level if it fits, else the next wider one, else spread (Volcano: soft)."""
+    slice_topology: Optional[str] = None
+    """Kueue only: each slice of slice_size pods in one domain of this level (e.g. 4 pods per rack), within
+    topology when it is set too."""
+    slice_size: Optional[int] = Field(default=None, ge=1, le=100000)
+    """Kueue only, with slice_topology: pods per slice, at most the role's pod count."""
+    tier: Optional[int] = Field(default=None, ge=0, le=INT32_MAX)
+    """Volcano only: the highest HyperNode tier the pods may span (the PodGroup's
+    `networkTopology.highestTierAllowed`; 1 = one leaf switch)."""
+    tier_name: Optional[str] = Field(default=None, min_length=1, max_length=253)
+    """Volcano only (1.14 or later): the highest tier by its name (`networkTopology.highestTierName`, a
+    HyperNode's tierName), instead of tier."""
+
+    @field_validator("topology", "slice_topology")
+    @classmethod
+    def _level(cls, value: Any) -> Any:
+        """Kueue and the API server take a node label key (a qualified name)."""
+        problem = label_key_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(f"{problem}; a topology level is a node label key such as example.com/rack")
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> "Placement":
+        if (self.slice_topology is None) != (self.slice_size is None):
+            missing = "slice_size" if self.slice_size is None else "slice_topology"
+            raise MappingKeyError(missing, "slices need both slice_topology (the level each slice fits in) and "
+                                           "slice_size (pods per slice)")
+        if self.tier is not None and self.tier_name is not None:
+            raise MappingKeyError("tier_name", "Volcano takes one tier limit: give tier or tier_name, not both")
+        if self.topology is None and self.slice_topology is None and self.tier is None and self.tier_name is None:
+            raise MappingKeyError("topology", "a placement needs a level: topology (a node label key such as "
+                                              "example.com/rack), or tier / tier_name under Volcano")
+        return self
+
+
 class CommonArgs(_PodFields):
     """Arguments every training job accepts, whatever its family: the fields of a job's arguments and
     of a platform profile."""
@@ -554,6 +610,15 @@ class CommonArgs(_PodFields):
     job_spec_overrides: Optional[dict[str, Any]] = None
     """JobSpec fields the arguments do not model (successPolicy, podReplacementPolicy, ...), set on every
     training Job. Fields the job derives or has an argument for are refused."""
+    placement: Optional[Placement] = None
+    """Where the training pods land together (a rack, a block), rendered by the gang scheduler: Kueue's
+    topology annotations (an MPI launcher grouped with its nodes), Volcano's PodGroup networkTopology,
+    without one JobSet's exclusive placement or pod affinity. See docs/scheduling.md#placement."""
+    multikueue: Optional[bool] = False
+    """The job is dispatched by MultiKueue to a worker cluster (its queue's ClusterQueue has the MultiKueue
+    admission check): implies gang_scheduler "kueue", renders `spec.managedBy: kueue.x-k8s.io/multikueue`,
+    and refuses what MultiKueue leaves behind (the jobs backend's Service, an MPI hostfile and SSH key, a
+    workspace PVC). See docs/scheduling.md#multikueue."""
 
     @field_validator("gang_scheduler")
     @classmethod

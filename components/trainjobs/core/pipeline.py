@@ -115,15 +115,16 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     check_failure_policy(issues, args, family.restart_refusal(job))
 
     workload = Workload(name, args, job.given or args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
-                                                         *extra_role_pod_sets(name, args, runtime)])
+                                                         *extra_role_pod_sets(name, args, runtime)],
+                        needs=(*objects, *setup.manifests))
     for pod_set in workload.pod_sets:
         apply_failure_policy(pod_set, args)
     chosen = backend(args.backend)
     chosen.check(issues, workload)
     schedule(workload, chosen, issues)
     assembly = chosen.materialize(workload)
-    manifests = [headless_service(name, runtime, args), *objects, *setup.manifests, *workload.objects_before,
-                 *assembly.objects]
+    service = [headless_service(name, runtime, args)] if workload.service else []
+    manifests = [*service, *objects, *setup.manifests, *workload.objects_before, *assembly.objects]
     # The API server's rules apply to the Jobs that run, whichever backend creates them.
     running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
@@ -161,7 +162,7 @@ def _training_pod_sets(job: Derivation, roles: list[TrainingRole], setup: Initia
         after = (StartAfter(r.starts_after, READY),) if r.starts_after else ()
         training = pod_set(name, r.name, r.pods, r.template, main, runtime, args, extra_volumes=volumes,
                            init_containers=waits, dns_config=r.dns_config, starts_after=initialized + after,
-                           gang=True, completes_job=r.completes_job)
+                           gang=True, completes_job=r.completes_job, placement=args.placement)
         apply_overrides(training, args)
         pod_sets.append(training)
     return pod_sets

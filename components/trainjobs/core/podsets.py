@@ -20,7 +20,7 @@ the controller's names. A `PodSetSpec` never survives materialization.
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainjobs.core.args import TrainJobArgs
+from trainjobs.core.args import Placement, TrainJobArgs
 
 __all__ = ["COMPLETE", "READY", "PodSetSpec", "StartAfter", "Workload"]
 
@@ -61,6 +61,9 @@ class PodSetSpec:
     """Their completion completes the job (JobSet `successPolicy`)."""
     separate: bool = False
     """Pods beside the job (extra roles): registered on their own, outside a backend's workload object."""
+    placement: Placement | None = None
+    """Where these pods land together (the job's placement, on its training pods): the gang scheduler
+    renders it when it decorates, or, without one, the backend or pod affinity (trainjobs.scheduling)."""
 
 
 @dataclass(slots=True)
@@ -84,6 +87,14 @@ class Workload:
     """Input paths of those objects Pulumi must not diff (fields another controller owns)."""
     objects_before: list[dict[str, Any]] = field(default_factory=list)
     """Objects the pods need when they are created (a PodGroup), registered before them."""
+    needs: tuple[dict[str, Any], ...] = ()
+    """The objects beside the pods that they read (the MPI hostfile and key, the workspace claim): what a
+    dispatcher that copies only the workload object to another cluster would leave behind."""
+    managed_by: str | None = None
+    """`spec.managedBy` of every registered object that runs pods (MultiKueue's), None leaves it unset."""
+    service: bool = True
+    """Whether the job registers its headless Service; False when the backend's controller makes it where
+    the pods run (a JobSet dispatched by MultiKueue to a worker cluster)."""
 
     def gang(self) -> list[PodSetSpec]:
         return [p for p in self.pod_sets if p.gang]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trainjobs.backends import PodSet
+from trainjobs.backends.jobset import API_VERSION as JOBSET_API, KIND as JOBSET, controller_service
 from trainjobs.core.args import INT32_MAX
 from trainjobs.core.naming import CLUSTER_DOMAIN
 from trainjobs.tools.cli.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
@@ -362,6 +363,11 @@ def _publish(jobs: list[JobSpec], index: ObjectIndex) -> list[str]:
     """Mark the pods a headless Service gives DNS names, as the cluster DNS would; warn about others."""
     warnings = []
     services = [o for o in index.objects if o["kind"] == "Service"]
+    named = {(s["metadata"]["name"], s["metadata"].get("namespace", "default")) for s in services}
+    for obj in index.objects:   # a JobSet's controller makes the Service its subdomain names when none exists
+        made = controller_service(obj) if (obj.get("apiVersion"), obj.get("kind")) == (JOBSET_API, JOBSET) else None
+        if made and (made["metadata"]["name"], made["metadata"].get("namespace", "default")) not in named:
+            services.append(made)
     for job in jobs:
         for slot in job.slots:
             if not slot.subdomain:

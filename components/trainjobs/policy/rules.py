@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainjobs.backends import PodSet, is_workload, pod_sets
+from trainjobs.backends.jobset import API_VERSION as JOBSET_API, controller_service
 from trainjobs.core.args import DEFAULT_SHM_SIZE
 from trainjobs.core.initializers import INITIALIZER_ROLES
 from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_label, label_value_problem,
@@ -261,6 +262,9 @@ def headless_service(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]])
                          "of a headless Service that selects them")
             continue
         service = services.get((_meta(obj).get("namespace"), subdomain))
+        if service is None and (obj.get("apiVersion"), kind(obj)) == (JOBSET_API, "JobSet"):
+            service = controller_service(obj)   # the JobSet controller makes it (a job MultiKueue dispatches)
+            service = service if service and _meta(service)["name"] == subdomain else None
         if service is None:
             found.append(f"{what}: no Service {subdomain} in the stack for its pods' subdomain; add a headless "
                          "Service of that name selecting them")

@@ -14,23 +14,30 @@ this package refuses an argument that no chosen scheduler reads; its own `check`
 The gang of a job is its training pods (node pods, and an MPI launcher): they start together and
 need each other. Initializers run before them, and extra roles beside them without being needed,
 so neither is counted in the gang; each scheduler module still queues them (docs/scheduling.md).
+
+A job's `placement` is a property of its training pod sets: the chosen scheduler renders it in
+`decorate` and reads it back in `placed`; without one, `placement.py` leaves it to the backend (JobSet's
+exclusive placement) or to pod affinity. `multikueue` implies Kueue.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from trainjobs.kube.naming import shown
 from trainjobs.kube.requests import total_requests
+from trainjobs.scheduling import placement
 
 if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
-    from trainjobs.backends import Backend
+    from trainjobs.backends import Backend, PodSet
     from trainjobs.core.args import TrainJobArgs
     from trainjobs.core.errors import IssueCollector
     from trainjobs.core.podsets import PodSetSpec, Workload
 
-__all__ = ["Gang", "GangScheduler", "Reads", "integration", "names", "register", "schedule", "summaries", "unregister"]
+__all__ = ["Gang", "GangScheduler", "Reads", "integration", "names", "placement_of", "register", "schedule", "summaries",
+           "unregister"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,10 @@ class GangScheduler:
         """Add the scheduler's labels, annotations and objects to the gang's workload (changed in place)."""
         raise NotImplementedError
 
+    def placed(self, pod_set: PodSet, manifests: Iterable[Mapping[str, Any]]) -> str | None:
+        """The placement this scheduler gives `pod_set`, read back from the rendered objects, for the tools."""
+        return None
+
 
 BUILT_IN = ("kueue", "volcano", "coscheduling")
 """This package's scheduler modules, in the order the `gang_scheduler` argument's description lists them."""
@@ -154,16 +165,42 @@ def schedule(workload: Workload, backend: Backend, issues: IssueCollector) -> No
             pod_set.template["spec"]["schedulerName"] = args.scheduler_name
     if args.suspend is not None:
         workload.suspend = args.suspend
-    if args.gang_scheduler is None:
+    chosen = args.gang_scheduler
+    if args.multikueue:   # MultiKueue dispatches what Kueue admits
+        if chosen not in (None, MULTIKUEUE_SCHEDULER):
+            issues.add("multikueue", f"MultiKueue dispatches jobs Kueue admits from a LocalQueue, and "
+                                     f"gang_scheduler is {shown(chosen)}: set gang_scheduler \"kueue\" (or leave "
+                                     "it unset), or remove multikueue")
+            return
+        chosen = MULTIKUEUE_SCHEDULER
+    if chosen is None:
         _check_unread(args, issues)
+        placement.place_unscheduled(workload, backend, issues)
         return
-    scheduler = integration(args.gang_scheduler)
+    scheduler = integration(chosen)
     scheduler.check(args, issues)
-    _check_unread(args, issues, scheduler)
+    _check_unread(args, issues, scheduler, chosen)
     scheduler.decorate(Gang(workload, backend, issues))
 
 
-def _check_unread(args: TrainJobArgs, issues: IssueCollector, chosen: GangScheduler | None = None) -> None:
+MULTIKUEUE_SCHEDULER = "kueue"
+"""The gang scheduler `multikueue` implies."""
+
+
+def placement_of(pod_set: PodSet, manifests: Iterable[Mapping[str, Any]]) -> str | None:
+    """How `pod_set` is placed, read back from the rendered objects: by the gang scheduler that placed it
+    (Kueue's annotations, Volcano's PodGroup), else by JobSet's exclusive placement or pod affinity; None
+    when nothing places it."""
+    manifests = list(manifests)
+    for scheduler in _schedulers().values():
+        found = scheduler.placed(pod_set, manifests)
+        if found:
+            return found
+    return placement.placed_unscheduled(pod_set)
+
+
+def _check_unread(args: TrainJobArgs, issues: IssueCollector, chosen: GangScheduler | None = None,
+                  chosen_name: str | None = None) -> None:
     """Scheduling arguments only a gang scheduler reads, given when none is chosen or when the chosen one
     does not read them (and its own check said nothing about them)."""
     readers: dict[str, list[Reads]] = {}
@@ -178,7 +215,7 @@ def _check_unread(args: TrainJobArgs, issues: IssueCollector, chosen: GangSchedu
             issues.add(field_name, f"is {' or '.join(r.meaning for r in reads)}, and no gang scheduler reads it: "
                                    f"set gang_scheduler, or remove {field_name}")
         elif field_name not in chosen.reads:
-            issues.add(field_name, f"{'; '.join(r.only_here for r in reads)}; {args.gang_scheduler} has none: "
+            issues.add(field_name, f"{'; '.join(r.only_here for r in reads)}; {chosen_name} has none: "
                                    f"remove {field_name}")
 
 

@@ -23,6 +23,10 @@ class Coscheduling(GangScheduler):
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         if args.queue is not None:
             issues.add("queue", "coscheduling has no queues: remove queue, or use gang_scheduler kueue or volcano")
+        if args.placement is not None:
+            issues.add("placement", "a coscheduling PodGroup has no topology field (scheduler-plugins places by "
+                                    "topology through other plugins and CRDs): remove placement, or use "
+                                    "gang_scheduler kueue or volcano")
         if args.priority_class is not None:
             issues.add("priority_class", "a coscheduling PodGroup has no priority: set the pods' priority with "
                                          "priority_class_name instead (one priority for the whole group)")

@@ -10,17 +10,36 @@ the gang's pods is the backend's answer (`Backend.holders`), so a new backend ne
 
 Kueue suspends the Jobs it manages and resumes them on admission; the job never sets `suspend`, and
 Pulumi is told to ignore it, so a `pulumi up` after admission or re-queueing changes nothing.
+
+A placement becomes Kueue's topology-aware scheduling annotations on the training pod templates (one
+pod set of the Workload each). Two training pod sets, an MPI launcher of one pod and its nodes, are
+grouped (`podset-group-name`) so they share one domain; Kueue groups exactly two, one of them of one pod.
+
+With `multikueue`, the JobSet is dispatched to a worker cluster: it carries `spec.managedBy` explicitly
+(Kueue's webhook would default it, and the field is immutable), and the job registers no Service, since
+the JobSet controller on the worker creates it. What MultiKueue would leave behind is refused.
 """
+
+from typing import Any, Iterable, Mapping
 
 from trainjobs.core.args import TrainJobArgs
 from trainjobs.core.errors import IssueCollector, shown
 from trainjobs.kube.naming import labelled_name_problem
-from trainjobs.scheduling import Gang, GangScheduler, Reads, register
+from trainjobs.scheduling import Gang, GangScheduler, Reads, register, set_labels
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation (docs/scheduling.md).
 KUEUE_OWNED_PATHS = ("spec.suspend",)
+# Topology-aware scheduling, on each pod template (Kueue apis/kueue/v1beta2/topology_types.go).
+TAS_PREFIX = "kueue.x-k8s.io/podset-"
+REQUIRED_TOPOLOGY = TAS_PREFIX + "required-topology"
+PREFERRED_TOPOLOGY = TAS_PREFIX + "preferred-topology"
+SLICE_TOPOLOGY = TAS_PREFIX + "slice-required-topology"
+SLICE_SIZE = TAS_PREFIX + "slice-size"
+GROUP_NAME = TAS_PREFIX + "group-name"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+"""`spec.managedBy` of a Job or JobSet MultiKueue dispatches."""
 
 
 class Kueue(GangScheduler):
@@ -44,6 +63,16 @@ class Kueue(GangScheduler):
         if args.suspend is not None:
             issues.add("suspend", "Kueue suspends and resumes the Jobs it admits: remove suspend (the job waits "
                                   "in its queue until admitted)")
+        placement = args.placement
+        if placement is not None:
+            for field_name in ("tier", "tier_name"):
+                if getattr(placement, field_name) is not None:
+                    issues.add(f"placement.{field_name}", "HyperNode tiers are Volcano's; Kueue places by the levels "
+                                                          "of its Topology (node label keys): set placement.topology "
+                                                          f"(e.g. example.com/rack) and remove {field_name}")
+            if placement.topology is None and placement.slice_topology is None:
+                issues.add("placement.topology", "Kueue places by a level of its Topology: set placement.topology "
+                                                 "(a node label key such as example.com/rack)")
 
     def decorate(self, gang: Gang) -> None:
         args = gang.args
@@ -53,6 +82,10 @@ class Kueue(GangScheduler):
             gang.issues.add("gang_scheduler", f"Kueue admits each object of backend {shown(args.backend)} on its own, "
                                               f"so {names}, whose pods must run together, would be admitted "
                                               'separately: set backend "jobset" (one JobSet, admitted as one Workload)')
+            if args.placement is not None:
+                gang.issues.add("placement", f"Kueue places together only pod sets of one Workload, and {names} "
+                                             "would be Workloads of their own, each placed apart: set backend "
+                                             '"jobset" (its launcher and nodes are then grouped in one domain)')
         refused = {issue.field for issue in gang.issues.issues}
         if not args.queue or "queue" in refused:
             return   # reported by check
@@ -61,6 +94,88 @@ class Kueue(GangScheduler):
             labels[PRIORITY_LABEL] = args.priority_class
         gang.workload.labels.update(labels)   # on every object that runs pods, not on the pods
         gang.workload.ignore_changes = KUEUE_OWNED_PATHS
+        if len(holders) <= 1:
+            _place(gang)
+        if args.multikueue:
+            _dispatch(gang)
+
+    def placed(self, pod_set: Any, manifests: Iterable[Mapping[str, Any]]) -> str | None:
+        annotations = (pod_set.template.get("metadata") or {}).get("annotations") or {}
+        parts = [f"{mode} {annotations[key]}" for mode, key in (("required", REQUIRED_TOPOLOGY),
+                                                                ("preferred", PREFERRED_TOPOLOGY)) if key in annotations]
+        if SLICE_TOPOLOGY in annotations:
+            parts.append(f"slices of {annotations.get(SLICE_SIZE, '?')} in {annotations[SLICE_TOPOLOGY]}")
+        if GROUP_NAME in annotations:
+            parts.append(f"group {annotations[GROUP_NAME]}")
+        return f"{', '.join(parts)} (Kueue)" if parts else None
+
+
+def _place(gang: Gang) -> None:
+    """The placement as topology-aware scheduling annotations on each training pod template, within the rules
+    Kueue's webhook enforces (tas_validation.go): one mode, slice size at most the pod count, groups of two."""
+    placed = [p for p in gang.members() if p.placement is not None]
+    if not placed:
+        return
+    placement = placed[0].placement
+    if placement.topology is None and placement.slice_topology is None:
+        return   # reported by check
+    grouped = len(placed) == 2
+    if len(placed) > 2:
+        gang.issues.add("placement", f"Kueue places at most two pod sets together, and the job's training pods are "
+                                     f"{len(placed)} ({', '.join(p.role for p in placed)}): remove placement")
+    if grouped and placement.slice_topology is not None:
+        gang.issues.add("placement.slice_topology",
+                        f"Kueue does not slice pod sets it places together (the {placed[0].role} and {placed[1].role} "
+                        "pods): remove slice_topology and slice_size, or keep topology alone")
+    if grouped and placement.topology is None:
+        gang.issues.add("placement.topology", f"Kueue places the {placed[0].role} and {placed[1].role} pods together "
+                                              "in a domain of one level: set placement.topology")
+    if grouped and min(p.count for p in placed) != 1:
+        gang.issues.add("placement", "Kueue places two pod sets together only when one of them is a single pod: "
+                                     f"the {placed[0].role} and {placed[1].role} pods are "
+                                     f"{placed[0].count} and {placed[1].count}")
+    for pod_set in placed:
+        annotations: dict[str, str] = {}
+        if placement.topology is not None:
+            key = PREFERRED_TOPOLOGY if placement.mode == "preferred" else REQUIRED_TOPOLOGY
+            annotations[key] = placement.topology
+        if placement.slice_topology is not None:
+            if placement.slice_size > pod_set.count:
+                gang.issues.add("placement.slice_size", f"{placement.slice_size} pods per slice, and the "
+                                                        f"{pod_set.role} pods are {pod_set.count}: Kueue takes at "
+                                                        "most the pod count")
+            annotations[SLICE_TOPOLOGY] = placement.slice_topology
+            annotations[SLICE_SIZE] = str(placement.slice_size)
+        if grouped:
+            annotations[GROUP_NAME] = gang.name   # an RFC 1035 label: never a number, as Kueue requires
+        set_labels(pod_set.template["metadata"], annotations, key="annotations")
+
+
+def _dispatch(gang: Gang) -> None:
+    """managedBy for MultiKueue, the Service left to the JobSet controller on the worker, and a refusal of
+    every object MultiKueue would leave behind on the manager cluster (it copies only the workload object)."""
+    workload, issues = gang.workload, gang.issues
+    if not gang.backend.creates_service:
+        issues.add("backend", f"MultiKueue copies only the job's Job to a worker cluster; its headless Service "
+                              f"{gang.name}, which gives the pods their DNS names, would stay behind: set backend "
+                              "\"jobset\" (the JobSet controller on the worker creates that Service itself)")
+        return
+    for pod_set in workload.pod_sets:
+        if pod_set.separate:
+            issues.add(f"extra_roles.{pod_set.role}", f"the {pod_set.role} pods are a Job beside the JobSet, a "
+                                                      "Workload of its own that MultiKueue may dispatch to another "
+                                                      "worker cluster than training: remove the extra role")
+    left = [f"{o['kind']} {o['metadata']['name']}" for o in workload.needs if o.get("kind") != "PersistentVolumeClaim"]
+    if left:
+        issues.add("multikueue", f"the pods need {' and '.join(left)}, which MultiKueue does not copy to the worker "
+                                 "cluster (it copies only the JobSet): run the job on its cluster without multikueue "
+                                 "(docs/scheduling.md#multikueue)")
+    for claim in (o for o in workload.needs if o.get("kind") == "PersistentVolumeClaim"):
+        issues.add("workspace_volume", f"the initializers' workspace is the PVC {claim['metadata']['name']}, which "
+                                       "MultiKueue does not copy to the worker cluster: set workspace_volume to storage "
+                                       "every worker cluster mounts alike (e.g. {nfs: {server, path}})")
+    workload.managed_by = MULTIKUEUE
+    workload.service = False   # the JobSet controller's, named after network.subdomain, on the worker
 
 
 register("kueue", Kueue())

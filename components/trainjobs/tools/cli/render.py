@@ -17,6 +17,7 @@ from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
 from trainjobs.backends import PodSet, is_workload, pod_count, pod_sets, replaced_on, total_requests
+from trainjobs.scheduling import placement_of
 from trainjobs.kube import requests
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
@@ -270,7 +271,10 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
             each = requests.total_requests([(1, pod_set.pod_spec)])
             pods += [f"{shown(pod_set.made_by)}: {pods_text(pod_set.running)}, each requests {requests.summary(each)}; in all "
-                     f"{requests.summary(_requests([pod_set]))}", ""]
+                     f"{requests.summary(_requests([pod_set]))}"]
+            placed = placement_of(pod_set, objects)
+            pods += [f"  placement: {shown(placed)}"] if placed else []
+            pods += [""]
             pods += _job_lines(pod_set.count, v0, v1, hosts, scripts)
     shared = []
     for key in files:

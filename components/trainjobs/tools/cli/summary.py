@@ -10,6 +10,7 @@ restarts, and the GPUs it adds or frees.
 from typing import TYPE_CHECKING, Any
 
 from trainjobs.backends import pod_count, pod_sets, total_requests
+from trainjobs.scheduling import placement_of
 from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.engine import RegisteredResource, StackResult
 
@@ -54,6 +55,13 @@ def totals_text(manifests: list[dict[str, Any]]) -> str:
         else:
             parts += [f"{title} {requested[name]}" for name in names]
     return " · ".join(parts)
+
+
+def placement_text(manifests: list[dict[str, Any]], every: list[dict[str, Any]]) -> list[str]:
+    """`Placement: `llm-node-0` required example.com/rack (Kueue)`, for each pod set that has one."""
+    placed = [(s.name, placement_of(s, every)) for s in pod_sets(manifests)]
+    shown = [f"`{name}` {where}" for name, where in placed if where]
+    return [f"Placement: {'; '.join(shown)}.", ""] if shown else []
 
 
 def _plural(count: int, what: str) -> str:
@@ -131,9 +139,10 @@ def summary(result: StackResult, changes: "Changes | None" = None) -> str:
                           if dep in by_urn and dep not in inside and by_urn[dep].custom},
                          key=lambda urn: _label(by_urn[urn], manifests.get(urn)))
         ids = {urn: f"o{i}" for i, urn in enumerate([o.urn for o in objects] + outside)}
-        lines += [f"## {job.type.rsplit(':', 1)[-1]} {job.name}", "",
-                  totals_text([manifests[o.urn] for o in objects if o.urn in manifests]), "",
-                  "```mermaid", "flowchart LR", "  classDef outside stroke-dasharray: 4 3"]
+        mine = [manifests[o.urn] for o in objects if o.urn in manifests]
+        lines += [f"## {job.type.rsplit(':', 1)[-1]} {job.name}", "", totals_text(mine), ""]
+        lines += placement_text(mine, every)
+        lines += ["```mermaid", "flowchart LR", "  classDef outside stroke-dasharray: 4 3"]
         for urn in outside:
             label = _label(by_urn[urn], manifests.get(urn))
             lines.append(f'  {ids[urn]}["{_node_text(label, manifests.get(urn))}"]:::outside')
