@@ -120,8 +120,9 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     chosen.check(issues, workload)
     schedule(workload, chosen, issues)
     assembly = chosen.materialize(workload)
-    manifests = [headless_service(name, runtime, args), *objects, *setup.manifests, *workload.objects_before,
-                 *assembly.objects]
+    claim_templates = [p.claim_template for p in workload.pod_sets if p.claim_template]
+    manifests = [headless_service(name, runtime, args), *objects, *setup.manifests, *claim_templates,
+                 *workload.objects_before, *assembly.objects]
     # The API server's rules apply to the Jobs that run, whichever backend creates them.
     running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
@@ -174,7 +175,8 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
     # A runtime holds each role's template under the role's name (TorchRuntime.node, MpiRuntime.launcher).
     jobs = {job_name(name, r.name): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.name}.",
                                                        getattr(runtime, r.name, None),
-                                                       renamed={"resources": "resources_per_node"})
+                                                       renamed={"resources": "resources_per_node",
+                                                                "devices": "devices_per_node"})
             for r in roles}
     for role, field_name, spec in setup.specs:
         jobs[job_name(name, role)] = argpaths.PodSource(
@@ -184,6 +186,8 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
         jobs[job_name(name, role)] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec,
                                                         f"extra_roles.{role}.num_pods",
                                                         role_argument=f"extra_roles.{role}", role=role)
+    # A role's ResourceClaimTemplate is named as its Job.
+    devices = {held: argpaths.device_arguments(source) for held, source in jobs.items() if source.template.devices}
     claim = {("spec", "resources", "requests", "storage"): "workspace_size",
              ("spec", "storageClassName"): "workspace_storage_class", ("spec", "accessModes"): "workspace_access_mode"}
     return argpaths.Sources(
@@ -191,5 +195,5 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
         labels={"app.kubernetes.io/name": "runtime.name", "app.kubernetes.io/instance": "name", LABEL_JOB: "name",
                 LABEL_RUN: "run"},
         role_labels=("app.kubernetes.io/component", LABEL_ROLE),
-        objects={workspace_claim(name): claim, **object_arguments},
+        objects={workspace_claim(name): claim, **devices, **object_arguments},
         volumes={WORKSPACE_VOLUME: "workspace_volume"})

@@ -61,6 +61,9 @@ class PodSetSpec:
     """Their completion completes the job (JobSet `successPolicy`)."""
     separate: bool = False
     """Pods beside the job (extra roles): registered on their own, outside a backend's workload object."""
+    claim_template: dict[str, Any] | None = None
+    """The ResourceClaimTemplate each pod's device claim is made from (`resourceClaims` in the template), when
+    the role claims devices: registered before the pods."""
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
-from trainjobs.backends import PodSet, is_workload, pod_count, pod_sets, replaced_on, total_requests
+from trainjobs.backends import is_workload, pod_count, pod_set_requests, pod_sets, replaced_on, total_requests
 from trainjobs.kube import requests
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
@@ -191,6 +191,7 @@ def tree(result: StackResult) -> str:
     for resource in result.resources:
         children.setdefault(resource.parent_urn, []).append(resource)
     manifests = {r.urn: r.manifest for r in result.kubernetes()}   # each made once: the tree reads them often
+    claims = requests.ClaimTemplates(manifests.values())   # pods' device claims resolve across the stack
 
     def label(resource) -> str:
         if resource.is_kubernetes:
@@ -217,11 +218,11 @@ def tree(result: StackResult) -> str:
                 own = len(sets) == 1 and sets[0].job is manifest   # the object is its pods' Job
                 counts = (f"{sets[0].count} pods" if own
                           else ", ".join(f"{s.name}: {s.count} pods" for s in sets))
-                detail = f"  ({counts}, requests {requests.summary(_requests(sets))})"
+                detail = f"  ({counts}, requests {requests.summary(pod_set_requests(sets, claims))})"
         elif children.get(resource.urn):
             owned = pod_sets(manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests)
             if sum(s.running for s in owned):
-                detail = f"  (requests {requests.summary(_requests(owned))})"
+                detail = f"  (requests {requests.summary(pod_set_requests(owned, claims))})"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):
@@ -233,11 +234,6 @@ def tree(result: StackResult) -> str:
     every = list(manifests.values())
     lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pod_count(every)} pods")
     return "\n".join(lines)
-
-
-def _requests(sets: list[PodSet]) -> dict[str, str]:
-    """What the pod sets' pods request in all."""
-    return requests.total_requests((s.running, s.pod_spec) for s in sets)
 
 
 def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
@@ -259,6 +255,7 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     index, so any pod's view follows from them and the work grows with Jobs, not pods.
     """
     index = ObjectIndex(objects)
+    claims = requests.ClaimTemplates(objects)
     templates = {s.name: (s, pod_view(s, 0, index), pod_view(s, 1, index)) for s in index.pod_sets}
     sites = _file_sites(v0 for _, v0, _ in templates.values())
     hosts = _HostIndex(sites)
@@ -268,9 +265,9 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     for name, (pod_set, v0, v1) in templates.items():
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
-            each = requests.total_requests([(1, pod_set.pod_spec)])
+            each = requests.total_requests([(1, pod_set.pod_spec, pod_set.namespace)], claims)
             pods += [f"Job {shown(name)}: {pod_set.running} pods, each requests {requests.summary(each)}; in all "
-                     f"{requests.summary(_requests([pod_set]))}", ""]
+                     f"{requests.summary(pod_set_requests([pod_set], claims))}", ""]
             pods += _job_lines(pod_set.count, v0, v1, hosts, scripts)
     shared = []
     for key in files:
