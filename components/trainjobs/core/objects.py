@@ -170,6 +170,14 @@ def gpu_count(template: PodTemplate) -> int:
         d.count for d in template.devices or () if is_gpu(device_resource(d.device_class)))
 
 
+def gpus_asked_twice(template: PodTemplate) -> bool:
+    """Whether the pods ask for GPUs both as a device resource and through a claim: a node's GPUs are handed
+    out by NVIDIA's device plugin or by its DRA driver, not both, and where DRA serves the extended resource
+    too (DRAExtendedResource) the pod gets both counts."""
+    return _resource_gpus(template.resources) > 0 and any(is_gpu(device_resource(d.device_class))
+                                                          for d in template.devices or ())
+
+
 def _resource_gpus(resources: Resources | None) -> int:
     if resources is None:
         return 0

@@ -19,7 +19,7 @@ from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
 from trainjobs.core.naming import check_plain, job_name, run_job_name
-from trainjobs.core.objects import headless_service, pod_set
+from trainjobs.core.objects import gpus_asked_twice, headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
 from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, StartAfter, Workload
@@ -127,6 +127,11 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
+    for held, source in sources.jobs.items():
+        if gpus_asked_twice(source.template):
+            issues.add(source.field("devices"), f"the pods of {held} would get GPUs twice: as the device resource in "
+                       f"{source.field('resources')} and through this claim. Ask one way: remove these GPU "
+                       "devices, or set the GPU resource to \"0\" (a runtime's stays otherwise)")
     for issue in argpaths.issues(apivalidation.problems(running), running, sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
