@@ -5,7 +5,7 @@ framework; the plain Kubernetes parts they share are in trainjobs.kube."""
 from typing import Any
 
 from trainjobs.core.args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
-from trainjobs.core.naming import job_name
+from trainjobs.core.naming import claim_template_name
 from trainjobs.core.podsets import PodSetSpec
 from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, SERVICE_ROLE, SHM_VOLUME, SKIP_AWAIT,
                                       TIMEOUT_SECONDS, MAIN_CONTAINER, host_network, metadata, metadata_without_name)
@@ -139,8 +139,8 @@ def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_contain
         pod["securityContext"] = template.security_context
     claims = None
     if template.devices:   # each pod gets its own claim, made from the role's template
-        pod["resourceClaims"] = [{"name": DEVICE_CLAIM, "resourceClaimTemplateName": job_name(name, role)}]
-        claims = claim_template(job_name(name, role), args.namespace, labels, annotations,
+        pod["resourceClaims"] = [{"name": DEVICE_CLAIM, "resourceClaimTemplateName": claim_template_name(name, role)}]
+        claims = claim_template(claim_template_name(name, role), args.namespace, labels, annotations,
                                 [(d.name, d.device_class, d.count) for d in template.devices])
 
     rules: dict[str, Any] = {"completionMode": "Indexed", "backoffLimit": args.backoff_limit}

@@ -18,7 +18,7 @@ from trainjobs.core.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
-from trainjobs.core.naming import check_plain, job_name, run_job_name
+from trainjobs.core.naming import check_plain, claim_template_name, job_name, run_job_name
 from trainjobs.core.objects import gpus_asked_twice, headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
@@ -178,21 +178,20 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
              setup: InitializerSetup, object_arguments: dict[str, dict[tuple, str]]) -> argpaths.Sources:
     """Whose settings each object of the job carries, to name the argument behind a refused value."""
     # A runtime holds each role's template under the role's name (TorchRuntime.node, MpiRuntime.launcher).
-    jobs = {job_name(name, r.name): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.name}.",
-                                                       getattr(runtime, r.name, None),
-                                                       renamed={"resources": "resources_per_node",
-                                                                "devices": "devices_per_node"})
-            for r in roles}
+    by_role = {r.name: argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.name}.",
+                                          getattr(runtime, r.name, None),
+                                          renamed={"resources": "resources_per_node", "devices": "devices_per_node"})
+               for r in roles}
     for role, field_name, spec in setup.specs:
-        jobs[job_name(name, role)] = argpaths.PodSource(
+        by_role[role] = argpaths.PodSource(
             f"{field_name}.", getattr(args, field_name), spec, field_name, f"runtime.{field_name}.",
             getattr(runtime, field_name), env_arguments={"STORAGE_URI": "storage_uri"}, template_in_init=True)
     for role, spec in args.extra_roles.items():
-        jobs[job_name(name, role)] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec,
-                                                        f"extra_roles.{role}.num_pods",
-                                                        role_argument=f"extra_roles.{role}", role=role)
-    # A role's ResourceClaimTemplate is named as its Job.
-    devices = {held: argpaths.device_arguments(source) for held, source in jobs.items() if source.template.devices}
+        by_role[role] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec, f"extra_roles.{role}.num_pods",
+                                           role_argument=f"extra_roles.{role}", role=role)
+    jobs = {job_name(name, role): source for role, source in by_role.items()}
+    devices = {claim_template_name(name, role): argpaths.device_arguments(source)
+               for role, source in by_role.items() if source.template.devices}
     claim = {("spec", "resources", "requests", "storage"): "workspace_size",
              ("spec", "storageClassName"): "workspace_storage_class", ("spec", "accessModes"): "workspace_access_mode"}
     return argpaths.Sources(
