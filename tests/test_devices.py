@@ -6,7 +6,8 @@ slots share; and the refusals, each naming its argument."""
 import kubernetes_validate
 import pytest
 
-from trainjobs import MpiTrainJob, TorchTrainJob, TrainJobError, XGBoostTrainJob
+from trainjobs import (DeviceRequest, MpiTrainJob, TorchTrainJob, TorchTrainJobArgs, TrainJobError,
+                       XGBoostTrainJob)
 from trainjobs.backends import controller_jobs, total_requests
 from trainjobs.core.args import parse_args
 from trainjobs.core.pipeline import derive
@@ -57,6 +58,14 @@ def test_a_role_claiming_gpus_gets_a_claim_template_and_its_pods_claim_from_it()
     # The template is registered before the pods that claim from it.
     kinds = [m["kind"] for m in plan(TorchTrainJob, EIGHT_GPUS).manifests]
     assert kinds.index("ResourceClaimTemplate") < kinds.index("Job")
+
+
+def test_typed_device_requests_render_as_the_dict_form():
+    typed = TorchTrainJobArgs(**{**EIGHT_GPUS, "devices_per_node": [DeviceRequest(count=8)]})
+    assert derive(TorchTrainJob.family, "llm", typed).manifests == plan(TorchTrainJob, EIGHT_GPUS).manifests
+    with pytest.raises(TrainJobError) as caught:
+        DeviceRequest(count=0)
+    assert [issue.field for issue in caught.value.issues] == ["count"]
 
 
 def test_several_device_requests_share_one_claim_per_pod():
