@@ -137,11 +137,11 @@ def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_contain
         pod["priorityClassName"] = template.priority_class_name
     if template.security_context:
         pod["securityContext"] = template.security_context
-    claims = None
+    devices = None
     if template.devices:   # each pod gets its own claim, made from the role's template
         pod["resourceClaims"] = [{"name": DEVICE_CLAIM, "resourceClaimTemplateName": claim_template_name(name, role)}]
-        claims = claim_template(claim_template_name(name, role), args.namespace, labels, annotations,
-                                [(d.name, d.device_class, d.count) for d in template.devices])
+        devices = claim_template(claim_template_name(name, role), args.namespace, labels, annotations,
+                                 [(d.name, d.device_class, d.count) for d in template.devices])
 
     rules: dict[str, Any] = {"completionMode": "Indexed", "backoffLimit": args.backoff_limit}
     if args.active_deadline_seconds is not None:
@@ -151,7 +151,7 @@ def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_contain
     pod_template = {"metadata": metadata_without_name({**labels, **(template.pod_labels or {})},
                                                       {**annotations, **(template.pod_annotations or {})}),
                     "spec": pod}
-    return PodSetSpec(role, pods, pod_template, rules, labels, job_annotations, claim_template=claims, **role_facts)
+    return PodSetSpec(role, pods, pod_template, rules, labels, job_annotations, claim_template=devices, **role_facts)
 
 
 def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs) -> PodTemplate:
