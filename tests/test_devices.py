@@ -210,3 +210,30 @@ def test_an_extra_roles_bad_request_is_named_under_the_role():
 def test_resource_claims_are_not_an_override_field():
     found = problems(TorchTrainJob, {"image": "t:1", "pod_spec_overrides": {"resourceClaims": []}})
     assert "devices_per_node" in found["pod_spec_overrides.resourceClaims"]
+
+
+def test_the_api_servers_claim_rules_on_hand_written_objects():
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "a", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All",
+                                              "count": 2}},
+                    {"name": "b", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "Some"}},
+                    {"name": "c", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 0}},
+                    {"name": "d"}]}}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never",
+        "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t", "resourceClaimName": "shared"},
+                           {"name": "g", "resourceClaimTemplateName": "t"}],
+        "containers": [{"name": "c", "image": "i:1", "resources": {"claims": [{"name": "h"}]}}]}}}}
+    found = [(p.object, apivalidation.format_path(p.path), p.message) for p in apivalidation.problems([template, job])]
+    requests, pod = "spec.spec.devices.requests", "spec.template.spec"
+    assert found == [
+        ("ResourceClaimTemplate/t", f"{requests}[0].exactly.count", "a request for all devices gives no count"),
+        ("ResourceClaimTemplate/t", f"{requests}[1].exactly.allocationMode", '"Some" is not ExactCount or All'),
+        ("ResourceClaimTemplate/t", f"{requests}[2].exactly.count", "must be between 1 and 9223372036854775807 (got 0)"),
+        ("ResourceClaimTemplate/t", f"{requests}[3].exactly",
+         "required: a request gives exactly one of exactly or firstAvailable"),
+        ("Job/j", f"{pod}.resourceClaims[0]", "gives exactly one of resourceClaimName and resourceClaimTemplateName"),
+        ("Job/j", f"{pod}.resourceClaims[1].name", 'a second resource claim named "g" in the pod'),
+        ("Job/j", f"{pod}.containers[0].resources.claims[0].name", 'no resource claim named "h" in the pod\'s '
+                                                                   "resourceClaims")]
