@@ -259,6 +259,9 @@ VARIANTS = {
     "torch-c10d-initializers": ("TorchTrainJob", {
         "image": "t:1", "num_nodes": 3, "rendezvous": "c10d", "dataset_initializer": INITIALIZER,
         "model_initializer": {"storage_uri": "hf://org/model"}, "extra_roles": {"evaluator": {"image": "e:1"}}}),
+    "torch-dra-gpus": ("TorchTrainJob", {   # pods that claim their GPUs through Dynamic Resource Allocation
+        "image": "t:1", "num_nodes": 2, "devices_per_node": [{"count": 8}], "namespace": "ml",
+        "extra_roles": {"evaluator": {"image": "e:1", "devices": [{"device_class": "mig.nvidia.com"}]}}}),
 }
 
 

@@ -70,6 +70,37 @@ def test_gpu_limit_equals_request(pulumi_stack):
         "Job hand: container node requests nvidia.com/gpu 8 but limits it to 4; give the same count on both sides (the container's resources)"]
 
 
+def dra_job(name="dra", resources=None, claims=({"name": "gpus", "resourceClaimTemplateName": "eight-gpus"},),
+            used=("gpus",), template=True):
+    """A hand-written Job whose pods claim devices, and the ResourceClaimTemplate they claim them from."""
+    def program():
+        if template:
+            k8s.resource.v1.ResourceClaimTemplate("eight-gpus", metadata={"name": "eight-gpus", "namespace": "ml"},
+                                                  spec={"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                                                      "deviceClassName": "gpu.nvidia.com", "count": 8}}]}}})
+        k8s.batch.v1.Job(name, metadata={"name": name, "namespace": "ml"}, spec={"template": {"spec": {
+            "restartPolicy": "Never", "resourceClaims": list(claims),
+            "containers": [{"name": "node", "image": "ghcr.io/acme/train:1.4",
+                            "resources": {**(resources or {}), "claims": [{"name": c} for c in used]}}]}}})
+    return program
+
+
+def test_device_claims(pulumi_stack):
+    # The library's own claims pass every rule, and count as GPUs in the requests the tools show.
+    stack = pulumi_stack(torch(devices_per_node=[{"count": 8}]))
+    assert violations(objects(stack)) == []
+    assert found(rules.device_claims, pulumi_stack(dra_job())) == []
+    assert found(rules.device_claims, pulumi_stack(dra_job(template=False, used=()))) == [
+        "Job dra: its pods claim devices from ResourceClaimTemplate eight-gpus, which the stack does not create; "
+        "without it they are never scheduled",
+        "Job dra: no container uses the pod's resource claim gpus, so its devices are allocated and no container "
+        "sees them; list it in the main container's resources.claims, or remove it (the pod's resourceClaims)"]
+    twice = {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
+    assert found(rules.device_claims, pulumi_stack(dra_job(resources=twice))) == [
+        "Job dra: its pods ask for GPUs both as nvidia.com/gpu and through a resource claim; ask one way (the "
+        "pod's resourceClaims, or the container's resources)"]
+
+
 def test_shm(pulumi_stack):
     assert found(rules.shm_large_enough, pulumi_stack(torch())) == []
     assert found(rules.shm_large_enough, pulumi_stack(torch(shm_size="64Mi"))) == [

@@ -405,6 +405,22 @@ def test_a_bad_count_is_the_clean_message_without_a_traceback(engine, provider, 
                                "  - num_nodes: Input should be greater than or equal to 1 (got 0)")
 
 
+def test_a_device_request_is_named_by_its_argument_path(engine, provider):
+    error = bad(engine, provider, {"image": "img:1", "devicesPerNode": [{"count": 8}, {"count": 0}]})
+    assert error.details() == ('TorchTrainJob "bad": invalid arguments\n'
+                               "  - devices_per_node[1].count: Input should be greater than or equal to 1 (got 0)")
+
+
+def test_gpus_claimed_through_dra_register_a_resource_claim_template(engine, provider):
+    registered, _ = construct(engine, provider, "TorchTrainJob", "dra", {
+        "image": "img:1", "devicesPerNode": [{"count": 8, "deviceClass": "gpu.nvidia.com"}]})
+    assert registered.kinds() == [("kubernetes:batch/v1:Job", "dra-node-0"), ("kubernetes:core/v1:Service", "dra"),
+                                  ("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate", "dra-node-devices")]
+    template = as_dict(registered.get("ResourceClaimTemplate", "dra-node-devices").object)
+    assert template["spec"]["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 8}}]
+
+
 def test_a_fractional_count_is_refused(engine, provider):
     error = bad(engine, provider, {"image": "img:1", "numNodes": 1.5})
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -425,7 +441,8 @@ def test_an_unknown_count_in_a_preview_must_be_known(engine, provider):
     ({"resourcesPerNode": {"limits": {"cpu": UNKNOWN}}}, "resources_per_node.limits.cpu"),
     ({"resourcesPerNode": UNKNOWN}, "resources_per_node"), ({"imagePullPolicy": UNKNOWN}, "image_pull_policy"),
     ({"runtime": {"name": UNKNOWN}}, "runtime.name"), ({"nodeSelector": UNKNOWN}, "node_selector"),
-    ({"extraRoles": {"tb": {"numPods": UNKNOWN, "image": "x"}}}, "extra_roles.tb.num_pods")])
+    ({"extraRoles": {"tb": {"numPods": UNKNOWN, "image": "x"}}}, "extra_roles.tb.num_pods"),
+    ({"devicesPerNode": [{"count": UNKNOWN}]}, "devices_per_node[0].count")])
 def test_an_unknown_where_the_job_needs_a_plain_value_is_named_with_the_same_message(engine, provider, inputs, field):
     error = bad(engine, provider, dict(inputs, image="img:1"), preview=True)
     assert error.details() == f'TorchTrainJob "bad": invalid arguments\n  - {field}: {PLAIN_ONLY}'

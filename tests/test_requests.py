@@ -36,7 +36,8 @@ def test_pods_times_requests_with_limits_standing_in_for_missing_requests():
 def test_kube_totals_take_pod_specs_with_their_counts():
     """kube/ knows pods, not the objects that make them: the backends feed it pod sets."""
     gpu, cpu = {"containers": [c(limits={"nvidia.com/gpu": "4"})]}, {"containers": [c({"cpu": "250m"})]}
-    assert requests.total_requests([(3, gpu), (2, cpu), (0, gpu)]) == {"cpu": "500m", "nvidia.com/gpu": "12"}
+    assert requests.total_requests([(3, gpu, None), (2, cpu, None), (0, gpu, None)]) == {"cpu": "500m",
+                                                                                         "nvidia.com/gpu": "12"}
     assert requests.total_requests([]) == {}
 
 

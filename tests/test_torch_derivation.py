@@ -12,7 +12,8 @@ COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-ind
 
 
 def resources(requests=None, limits=None):
-    return Resources(requests=requests or {}, limits=limits or {})
+    """A pod template with these resources: what the GPU count and num_proc_per_node are read from."""
+    return PodTemplate(resources=Resources(requests=requests or {}, limits=limits or {}))
 
 
 @pytest.mark.parametrize("requests, limits, expected", [
@@ -38,7 +39,22 @@ def test_auto_num_proc_per_node(requests, limits, expected):
 
 
 def test_auto_without_any_resources_is_one():
-    assert resolve_num_proc_per_node("auto", None) == "1"
+    assert resolve_num_proc_per_node("auto", PodTemplate()) == "1"
+
+
+@pytest.mark.parametrize("devices, expected", [
+    ([{"count": 8}], "auto"),                                              # gpu.nvidia.com, as nvidia.com/gpu
+    ([{"device_class": "mig.nvidia.com", "count": 2}], "auto"),
+    ([{"device_class": "nic.example.com", "count": 2}], "3"),             # not GPUs: the CPUs decide
+])
+def test_auto_num_proc_per_node_counts_devices_claimed_through_dra(devices, expected):
+    template = PodTemplate(resources={"requests": {"cpu": "3"}}, devices=devices)
+    assert resolve_num_proc_per_node("auto", template) == expected
+
+
+def test_gpu_count_adds_up_the_gpu_requests_of_a_dra_claim():
+    assert gpu_count(PodTemplate(devices=[{"name": "a", "count": 4}, {"name": "b", "count": 2},
+                                          {"name": "nic", "device_class": "nic.example.com", "count": 1}])) == 6
 
 
 @pytest.mark.parametrize("given", [1, 3, 16])

@@ -36,6 +36,19 @@ def test_example_stack_runs_the_cpu_job_and_skips_the_gpu_job():
         select(rendered, ["llama-finetune"])
 
 
+def test_a_job_claiming_gpus_through_dra_is_not_runnable_here():
+    rendered = objects(("cpu", {}), ("dra", {"devices_per_node": [{"count": 8}]}))
+    selection = select(rendered)
+    assert [j.name for j in selection.jobs] == ["cpu-node-0"]
+    assert selection.skipped == [("dra-node-0", "needs nvidia.com/gpu: 8 (claimed through Dynamic Resource "
+                                                "Allocation), which this machine does not offer")]
+    # A claim whose devices the rendering cannot tell (its template is not among the objects) blocks it too.
+    alone = [o for o in rendered if o["kind"] != "ResourceClaimTemplate"]
+    with pytest.raises(PlanError, match="cannot run dra-node-0 here: needs resource claim devices: a DRA driver's "
+                                        "devices, which this machine does not offer"):
+        select(alone, ["dra"])
+
+
 def test_jobs_are_named_by_job_or_training_job():
     rendered = objects(("a", {}), ("b", {}))
     assert [j.name for j in select(rendered, ["a"]).jobs] == ["a-node-0"]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:   # the core's types, for annotations only: the core imports t
     from trainjobs.core.podsets import PodSetSpec, Workload
 
 __all__ = ["Assembly", "Backend", "PodSet", "backend", "controller_jobs", "deletes_before_replace", "is_workload",
-           "names", "pod_count", "pod_sets", "register", "replace_on_changes", "replaced_on", "summaries",
+           "names", "pod_count", "pod_set_requests", "pod_sets", "register", "replace_on_changes", "replaced_on", "summaries",
            "total_requests", "unregister", "workload_kinds"]
 
 
@@ -272,8 +272,16 @@ def replaced_on(manifest: Mapping[str, Any]) -> tuple[str, ...] | None:
 
 
 def total_requests(manifests: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """What every pod the objects make requests in all (`kube.requests.total_requests` of their pod sets)."""
-    return requests.total_requests((s.running, s.pod_spec) for s in pod_sets(manifests))
+    """What every pod the objects make requests in all (`kube.requests.total_requests` of their pod sets), with
+    the devices their claims get from the objects' ResourceClaimTemplates."""
+    manifests = list(manifests)
+    return pod_set_requests(pod_sets(manifests), requests.ClaimTemplates(manifests))
+
+
+def pod_set_requests(sets: Iterable[PodSet], claims: requests.ClaimTemplates) -> dict[str, str]:
+    """What the pod sets' running pods request in all, their claims resolved by `claims` (the templates among
+    the stack's objects, which a pod set's own object does not hold)."""
+    return requests.total_requests(((s.running, s.pod_spec, s.namespace) for s in sets), claims)
 
 
 def pod_count(manifests: Iterable[Mapping[str, Any]]) -> int:

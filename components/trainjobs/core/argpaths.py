@@ -175,6 +175,8 @@ def _pod_argument(rest: Path, pod: dict[str, Any], source: PodSource, sources: S
             if _mounts_an_object_of_the_job(volume, objects):
                 return "name"   # the job's own objects are named after it
             return None
+        case ("resourceClaims", *_):
+            return source.field("devices")
         case ("containers", 0, *more):
             containers = pod.get("containers") or [{}]
             if source.template_in_init:
@@ -246,7 +248,23 @@ def _container_argument(more: Path, container: dict[str, Any], source: PodSource
             return source.field("volume_mounts") + _suffix((i, *rest))
         case ("resources", "requests" | "limits" as side, str(resource), *_):
             return _resource_argument(source, side, resource)
+        case ("resources", "claims", *_):
+            return source.field("devices")
     return None
+
+
+def device_arguments(source: PodSource) -> dict[Path, str]:
+    """Where each value of a role's ResourceClaimTemplate comes from: its device requests, in order, from the
+    role's `devices` (`devices_per_node` for training pods), each field named."""
+    argument = source.field("devices")
+    at = ("spec", "spec", "devices", "requests")
+    found: dict[Path, str] = {at: argument}
+    for i, _ in enumerate(source.template.devices or ()):
+        found[(*at, i)] = f"{argument}[{i}]"
+        found[(*at, i, "name")] = f"{argument}[{i}].name"
+        found[(*at, i, "exactly", "deviceClassName")] = f"{argument}[{i}].device_class"
+        found[(*at, i, "exactly", "count")] = f"{argument}[{i}].count"
+    return found
 
 
 def _resource_argument(source: PodSource, side: str, resource: str) -> str:

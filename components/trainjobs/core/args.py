@@ -32,6 +32,7 @@ from trainjobs.core.descriptions import describe_choices
 from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.kube.naming import label_key_problem
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
+from trainjobs.kube.resources import DEFAULT_DEVICE_CLASS
 from trainjobs.kube.spread import spread_problems
 
 DEFAULT_SHM_SIZE = "1Gi"
@@ -283,6 +284,27 @@ class Resources(Model):
         return value
 
 
+# --- devices through Dynamic Resource Allocation ---------------------------------------------------
+
+class DeviceRequest(Model):
+    """Devices each pod claims through Dynamic Resource Allocation (`resource.k8s.io/v1`, Kubernetes 1.34+): an
+    exact count of devices of one DeviceClass, in the pod's own ResourceClaim, made from the role's
+    ResourceClaimTemplate. See docs/devices.md."""
+
+    name: Optional[str] = "gpu"
+    """The request's name in the claim (a DNS label, unique among the role's requests)."""
+    device_class: Optional[str] = DEFAULT_DEVICE_CLASS
+    """The DeviceClass the devices come from: `gpu.nvidia.com` (NVIDIA's DRA driver's whole GPUs, counted as
+    `nvidia.com/gpu`), `mig.nvidia.com`, or a class of another driver."""
+    count: Optional[int] = Field(default=1, ge=1, le=INT32_MAX)
+    """How many devices of the class each pod gets."""
+
+    @classmethod
+    def unknown_hint(cls, key: str) -> str | None:
+        return ('a device request gives name, device_class and count (e.g. {"device_class": "gpu.nvidia.com", '
+                '"count": 8}); selectors and configuration are not modelled')
+
+
 class _PodFields(Model):
     """Pod settings a runtime's template gives and a job's arguments override. None means "not set here"."""
 
@@ -379,6 +401,9 @@ class PodTemplate(_PodFields):
 
     resources: Optional[Resources] = None
     """Resources of the main container, merged per key over the runtime's."""
+    devices: Optional[list[DeviceRequest]] = None
+    """Devices each pod claims through Dynamic Resource Allocation (e.g. `[{"count": 8}]`: 8 GPUs of class
+    gpu.nvidia.com), for its main container; replaces the runtime's list."""
 
 
 class Initializer(PodTemplate):
@@ -539,6 +564,10 @@ class CommonArgs(_PodFields):
     resources_per_node: Optional[Resources] = None
     """Resources of each training pod's main container, merged per key over the runtime's. Device resources
     (`nvidia.com/gpu`, ...) given on one side are set on both, as Kubernetes needs them equal."""
+    devices_per_node: Optional[list[DeviceRequest]] = None
+    """Devices each training pod claims through Dynamic Resource Allocation instead of a device resource, for its
+    main container: e.g. `[{"count": 8}]` for 8 GPUs of class `gpu.nvidia.com`. Renders a ResourceClaimTemplate
+    per role; replaces the runtime's list. Kubernetes 1.34+ with a DRA driver. See docs/devices.md."""
     namespace: Optional[pulumi.Input[str]] = None
     """Namespace of every object. Default: the provider's."""
     labels: Optional[dict[str, pulumi.Input[str]]] = Field(default_factory=dict)
@@ -643,7 +672,7 @@ class CommonArgs(_PodFields):
     def template_overrides(self) -> PodTemplate:
         """The job's pod settings in runtime-template form, for overlaying on the runtime."""
         return PodTemplate.model_construct(**{name: getattr(self, name) for name in _PodFields.model_fields},
-                                           resources=self.resources_per_node)
+                                           resources=self.resources_per_node, devices=self.devices_per_node)
 
 
 class PlatformProfile(CommonArgs):

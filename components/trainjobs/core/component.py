@@ -25,6 +25,7 @@ _RESOURCE_CLASSES: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] =
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): k8s.resource.v1.ResourceClaimTemplate,
 }
 _KEY_ALGORITHMS = {"ECDSA-P521": {"algorithm": "ECDSA", "ecdsa_curve": "P521"}, "ED25519": {"algorithm": "ED25519"}}
 

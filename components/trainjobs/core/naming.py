@@ -55,6 +55,11 @@ def job_name(train_job: str, role: str) -> str:
     return f"{train_job}-{role}-0"
 
 
+def claim_template_name(train_job: str, role: str) -> str:
+    """The ResourceClaimTemplate a role's pods claim their devices from: `<N>-<role>-devices`."""
+    return f"{train_job}-{role}-devices"
+
+
 def pod_hostname(train_job: str, role: str, index: int) -> str:
     """Kubernetes names an Indexed Job's pod hostnames `<job>-<index>`."""
     return f"{job_name(train_job, role)}-{index}"

@@ -5,11 +5,12 @@ framework; the plain Kubernetes parts they share are in trainjobs.kube."""
 from typing import Any
 
 from trainjobs.core.args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
+from trainjobs.core.naming import claim_template_name
 from trainjobs.core.podsets import PodSetSpec
 from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, SERVICE_ROLE, SHM_VOLUME, SKIP_AWAIT,
                                       TIMEOUT_SECONDS, MAIN_CONTAINER, host_network, metadata, metadata_without_name)
 from trainjobs.kube.quantity import ceil_value, parse_quantity
-from trainjobs.kube.resources import is_extended_resource, is_gpu
+from trainjobs.kube.resources import DEVICE_CLAIM, claim_template, device_resource, is_extended_resource, is_gpu
 from trainjobs.kube.templates import overlay, upsert
 
 
@@ -65,6 +66,8 @@ def container(template: PodTemplate, env: list[dict[str, Any]], ports: list[dict
     if resources and (resources.requests or resources.limits):
         spec["resources"] = {k: dict(sorted(v.items())) for k, v in
                              (("requests", resources.requests), ("limits", resources.limits)) if v}
+    if template.devices:   # the pod's device claim (see pod_set), for this container
+        spec.setdefault("resources", {})["claims"] = [{"name": DEVICE_CLAIM}]
     mounts = list(template.volume_mounts or [])
     mounts = upsert(mounts, extra_mounts, key=lambda m: m.get("mountPath"))
     if _shm_enabled(template) and not any(m.get("mountPath") == "/dev/shm" for m in mounts):
@@ -134,6 +137,11 @@ def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_contain
         pod["priorityClassName"] = template.priority_class_name
     if template.security_context:
         pod["securityContext"] = template.security_context
+    devices = None
+    if template.devices:   # each pod gets its own claim, made from the role's template
+        pod["resourceClaims"] = [{"name": DEVICE_CLAIM, "resourceClaimTemplateName": claim_template_name(name, role)}]
+        devices = claim_template(claim_template_name(name, role), args.namespace, labels, annotations,
+                                 [(d.name, d.device_class, d.count) for d in template.devices])
 
     rules: dict[str, Any] = {"completionMode": "Indexed", "backoffLimit": args.backoff_limit}
     if args.active_deadline_seconds is not None:
@@ -143,7 +151,7 @@ def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_contain
     pod_template = {"metadata": metadata_without_name({**labels, **(template.pod_labels or {})},
                                                       {**annotations, **(template.pod_annotations or {})}),
                     "spec": pod}
-    return PodSetSpec(role, pods, pod_template, rules, labels, job_annotations, **role_facts)
+    return PodSetSpec(role, pods, pod_template, rules, labels, job_annotations, claim_template=devices, **role_facts)
 
 
 def effective_template(runtime_template: PodTemplate | None, args: TrainJobArgs) -> PodTemplate:
@@ -155,8 +163,22 @@ def template_env(template: PodTemplate) -> list[dict[str, Any]]:
     return [e.manifest() for e in template.env or ()]
 
 
-def gpu_count(resources: Resources | None) -> int:
-    """GPUs per pod: the first GPU resource (sorted by name) in requests, else in limits."""
+def gpu_count(template: PodTemplate) -> int:
+    """GPUs per pod: the first GPU resource (sorted by name) in requests, else in limits; else the GPUs the pod
+    claims through Dynamic Resource Allocation (devices of a GPU class)."""
+    return _resource_gpus(template.resources) or sum(
+        d.count for d in template.devices or () if is_gpu(device_resource(d.device_class)))
+
+
+def gpus_asked_twice(template: PodTemplate) -> bool:
+    """Whether the pods ask for GPUs both as a device resource and through a claim: a node's GPUs are handed
+    out by NVIDIA's device plugin or by its DRA driver, not both, and where DRA serves the extended resource
+    too (DRAExtendedResource) the pod gets both counts."""
+    return _resource_gpus(template.resources) > 0 and any(is_gpu(device_resource(d.device_class))
+                                                          for d in template.devices or ())
+
+
+def _resource_gpus(resources: Resources | None) -> int:
     if resources is None:
         return 0
     for side in (resources.requests, resources.limits):

@@ -40,7 +40,8 @@ _OVERRIDES = {
         "affinity": "affinity", "serviceAccountName": "service_account_name", "serviceAccount": "service_account_name",
         "imagePullSecrets": "image_pull_secrets", "priorityClassName": "priority_class_name",
         "securityContext": "security_context", "hostNetwork": "host_network",
-        "topologySpreadConstraints": "topology_spread_constraints", "schedulerName": "scheduler_name"}),
+        "topologySpreadConstraints": "topology_spread_constraints", "schedulerName": "scheduler_name",
+        "resourceClaims": "devices_per_node"}),
     "container_overrides": (_field_kinds(ContainerArgs), {
         "name": None, "image": "image", "command": "command", "args": "args", "env": "env", "envFrom": "env_from",
         "ports": "ports", "resources": "resources_per_node", "volumeMounts": "volume_mounts",

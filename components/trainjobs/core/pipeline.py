@@ -18,8 +18,8 @@ from trainjobs.core.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
-from trainjobs.core.naming import check_plain, job_name, run_job_name
-from trainjobs.core.objects import headless_service, pod_set
+from trainjobs.core.naming import check_plain, claim_template_name, job_name, run_job_name
+from trainjobs.core.objects import gpus_asked_twice, headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.core.overrides import apply_overrides, check_overrides
 from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, StartAfter, Workload
@@ -124,11 +124,18 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     schedule(workload, chosen, issues)
     assembly = chosen.materialize(workload)
     service = [headless_service(name, runtime, args)] if workload.service else []
-    manifests = [*service, *objects, *setup.manifests, *workload.objects_before, *assembly.objects]
+    claim_templates = [p.claim_template for p in workload.pod_sets if p.claim_template]
+    manifests = [*service, *objects, *setup.manifests, *claim_templates, *workload.objects_before,
+                 *assembly.objects]
     # The API server's rules apply to the Jobs that run, whichever backend creates them.
     running = controller_jobs(manifests)
     reported = {issue.field for issue in issues.issues}
     sources = _sources(name, args, runtime, roles, setup, family.object_arguments(job))
+    for held, source in sources.jobs.items():
+        if gpus_asked_twice(source.template):
+            issues.add(source.field("devices"), f"the pods of {held} would get GPUs twice: as the device resource in "
+                       f"{source.field('resources')} and through this claim. Ask one way: remove these GPU "
+                       "devices, or set the GPU resource to \"0\" (a runtime's stays otherwise)")
     for issue in argpaths.issues(apivalidation.problems(running), running, sources):
         if issue.field not in reported:   # an argument's own check says it better
             issues.add(issue.field, issue.message)
@@ -176,18 +183,20 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
              setup: InitializerSetup, object_arguments: dict[str, dict[tuple, str]]) -> argpaths.Sources:
     """Whose settings each object of the job carries, to name the argument behind a refused value."""
     # A runtime holds each role's template under the role's name (TorchRuntime.node, MpiRuntime.launcher).
-    jobs = {job_name(name, r.name): argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.name}.",
-                                                       getattr(runtime, r.name, None),
-                                                       renamed={"resources": "resources_per_node"})
-            for r in roles}
+    by_role = {r.name: argpaths.PodSource("", args, r.template, "num_nodes", f"runtime.{r.name}.",
+                                          getattr(runtime, r.name, None),
+                                          renamed={"resources": "resources_per_node", "devices": "devices_per_node"})
+               for r in roles}
     for role, field_name, spec in setup.specs:
-        jobs[job_name(name, role)] = argpaths.PodSource(
+        by_role[role] = argpaths.PodSource(
             f"{field_name}.", getattr(args, field_name), spec, field_name, f"runtime.{field_name}.",
             getattr(runtime, field_name), env_arguments={"STORAGE_URI": "storage_uri"}, template_in_init=True)
     for role, spec in args.extra_roles.items():
-        jobs[job_name(name, role)] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec,
-                                                        f"extra_roles.{role}.num_pods",
-                                                        role_argument=f"extra_roles.{role}", role=role)
+        by_role[role] = argpaths.PodSource(f"extra_roles.{role}.", spec, spec, f"extra_roles.{role}.num_pods",
+                                           role_argument=f"extra_roles.{role}", role=role)
+    jobs = {job_name(name, role): source for role, source in by_role.items()}
+    devices = {claim_template_name(name, role): argpaths.device_arguments(source)
+               for role, source in by_role.items() if source.template.devices}
     claim = {("spec", "resources", "requests", "storage"): "workspace_size",
              ("spec", "storageClassName"): "workspace_storage_class", ("spec", "accessModes"): "workspace_access_mode"}
     return argpaths.Sources(
@@ -195,5 +204,5 @@ def _sources(name: str, args: TrainJobArgs, runtime: TrainingRuntime, roles: lis
         labels={"app.kubernetes.io/name": "runtime.name", "app.kubernetes.io/instance": "name", LABEL_JOB: "name",
                 LABEL_RUN: "run"},
         role_labels=("app.kubernetes.io/component", LABEL_ROLE),
-        objects={workspace_claim(name): claim, **object_arguments},
+        objects={workspace_claim(name): claim, **devices, **object_arguments},
         volumes={WORKSPACE_VOLUME: "workspace_volume"})

@@ -64,6 +64,9 @@ class PodSetSpec:
     placement: Placement | None = None
     """Where these pods land together (the job's placement, on its training pods): the gang scheduler
     renders it when it decorates, or, without one, the backend or pod affinity (trainjobs.scheduling)."""
+    claim_template: dict[str, Any] | None = None
+    """The ResourceClaimTemplate each pod's device claim is made from (`resourceClaims` in the template), when
+    the role claims devices: registered before the pods."""
 
 
 @dataclass(slots=True)

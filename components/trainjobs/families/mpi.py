@@ -382,7 +382,9 @@ class MpiFamily(Family):
         name, args, runtime = job.name, job.args, job.runtime
         launcher_is_node = runtime.run_launcher_as_node if args.run_launcher_as_node is None else args.run_launcher_as_node
         overrides = args.template_overrides()
-        launcher_overrides = overrides if launcher_is_node else overrides.model_copy(update={"resources": None})
+        # resources_per_node and devices_per_node size MPI hosts: a launcher that is none keeps its runtime's.
+        launcher_overrides = overrides if launcher_is_node else overrides.model_copy(
+            update={"resources": None, "devices": None})
         launcher = overlay(runtime.launcher or PodTemplate(), launcher_overrides)
         node_base = runtime.node or PodTemplate(command=DEFAULT_SSHD)
         node = overlay(node_base, overrides.model_copy(update={"command": node_base.command or DEFAULT_SSHD,
@@ -526,7 +528,7 @@ def _layout(name: str, args: MpiTrainJobArgs, launcher: PodTemplate, node: PodTe
     node_pods = args.num_nodes - 1 if launcher_is_node else args.num_nodes
     slots = args.num_proc_per_node or runtime.num_proc_per_node
     if args.num_proc_per_node is None and slots == 1:
-        gpus = gpu_count((node if node_pods else launcher).resources)
+        gpus = gpu_count(node if node_pods else launcher)
         slots = gpus if gpus > 1 else 1
     workers = [pod_dns_name(name, NODE, i) for i in range(node_pods)]
     launcher_host = pod_dns_name(name, LAUNCHER, 0)

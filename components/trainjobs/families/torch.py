@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from trainjobs.core.args import (PodTemplate, Resources, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+from trainjobs.core.args import (PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
                                  shared_runtime)
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
@@ -121,18 +121,19 @@ PROCESS_PER_POD_ENV = {
 }
 
 
-def resolve_num_proc_per_node(requested: int | str, resources: Resources | None) -> str:
+def resolve_num_proc_per_node(requested: int | str, template: PodTemplate) -> str:
     """PET_NPROC_PER_NODE as Kubeflow Trainer v2.3 derives it, from the pod's merged resources.
 
-    An int is kept. "auto" stays "auto" when the pod has a GPU (torchrun counts devices);
+    An int is kept. "auto" stays "auto" when the pod has a GPU, as a resource or claimed through Dynamic
+    Resource Allocation (torchrun counts devices);
     otherwise it becomes ceil(cpu) with cpu the request, else the limit, at least 1, and 1 with
     no CPU given, so torchrun never counts the host's CPUs.
     """
     if requested != "auto":
         return str(requested)
-    if gpu_count(resources) > 0:
+    if gpu_count(template) > 0:
         return "auto"
-    cpu = None
+    resources, cpu = template.resources, None
     if resources is not None:
         for side in (resources.requests, resources.limits):
             if "cpu" in side and parse_quantity(side["cpu"]) > 0:
@@ -206,9 +207,9 @@ class TorchFamily(Family):
     def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
-        nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
+        nproc = "1" if not args.torchrun else resolve_num_proc_per_node(args.num_proc_per_node, template)
         job.derived["nproc"] = nproc
-        gpus = gpu_count(template.resources)
+        gpus = gpu_count(template)
         if nproc.isdigit() and 0 < gpus < int(nproc):
             job.warnings.add("num_proc_per_node", f"{nproc} processes per pod on {gpus} GPUs: each process usually "
                                                   f"takes one GPU (its LOCAL_RANK), so ranks {gpus} to {int(nproc) - 1} "

@@ -325,8 +325,8 @@ class TorchTuneFamily(Family):
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         tune_args = list(template.args or [])
-        gpus = gpu_count(template.resources)
-        nproc = resolve_num_proc_per_node(args.num_proc_per_node, template.resources)
+        gpus = gpu_count(template)
+        nproc = resolve_num_proc_per_node(args.num_proc_per_node, template)
         run = tune_run(name, args.runtime, args.num_nodes, nproc, gpus, tune_args)
         job.derived.update(tune_args=tune_args, gpus=gpus, nproc=nproc, run=run)
         template = template.model_copy(update={"command": run.command()})

@@ -88,7 +88,7 @@ class XGBoostFamily(Family):
         name, args = job.name, job.args
         template = effective_template(args.runtime.node, args)
         # One worker per GPU on GPU pods, one per pod otherwise, from the pod's merged resources.
-        num_workers = args.num_nodes * max(1, gpu_count(template.resources))
+        num_workers = args.num_nodes * max(1, gpu_count(template))
         job.derived["num_workers"] = num_workers
         derived = [
             {"name": "DMLC_TRACKER_URI", "value": tracker_uri(name)},

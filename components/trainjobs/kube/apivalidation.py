@@ -2,7 +2,8 @@
 
 The JSON schemas only type-check. The API server's own validation (name and label syntax,
 quantities, int32 ranges, uniqueness, sizes) is code; this module follows it for the fields
-trainjobs emits into Services, ConfigMaps, Secrets, PersistentVolumeClaims and batch/v1 Jobs, so a
+trainjobs emits into Services, ConfigMaps, Secrets, PersistentVolumeClaims, ResourceClaimTemplates and batch/v1
+Jobs, so a
 bad value fails when a job is constructed rather than on the cluster, or in every pod a Job creates.
 It also refuses what the API server admits but a pod then cannot run: an image with surrounding
 whitespace, and an env string longer than Linux passes to a process.
@@ -51,6 +52,8 @@ _JOB_RESTART_POLICIES = {"Never", "OnFailure"}
 _TAINT_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
 _EMPTYDIR_MEDIA = {"", "Memory", "HugePages"}
 _ID_FIELDS = ("runAsUser", "runAsGroup", "fsGroup")
+MAX_DEVICE_REQUESTS = 32                    # requests of one device claim (resource.k8s.io/v1 DeviceRequestsMaxSize)
+_ALLOCATION_MODES = {"ExactCount", "All"}
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,9 @@ def _check_object(manifest: dict[str, Any], add: Add) -> None:
         _check_pod(manifest.get("spec") or {}, ("spec",), add)
     elif kind == "PersistentVolumeClaim":
         _check_claim(manifest.get("spec") or {}, add)
+    elif kind == "ResourceClaimTemplate":
+        _check_device_claim(((manifest.get("spec") or {}).get("spec") or {}).get("devices") or {},
+                            ("spec", "spec", "devices"), add)
     elif kind in ("ConfigMap", "Secret"):
         _check_data(manifest, add)
     elif kind == "Service":
@@ -232,6 +238,37 @@ def _check_claim(spec: dict[str, Any], add: Add) -> None:
         add(path, "a claim must request storage")
     elif (value := _quantity(add, path, requests["storage"])) is not None and value <= 0:
         add(path, f"must be greater than zero (got {shown(requests['storage'])})")
+
+
+def _check_device_claim(devices: dict[str, Any], at: Path, add: Add) -> None:
+    """A claim's device requests (resource.k8s.io/v1): named by unique DNS labels, each an exact count (at
+    least one) or all devices of a DeviceClass named by a DNS subdomain."""
+    requests = devices.get("requests") or []
+    if isinstance(requests, list) and len(requests) > MAX_DEVICE_REQUESTS:
+        add((*at, "requests"), f"{len(requests)} requests; a claim holds at most {MAX_DEVICE_REQUESTS}")
+    names: set[str] = set()
+    for i, request in _entries(requests):
+        path = (*at, "requests", i)
+        name = _string(add, (*path, "name"), request.get("name"))
+        if name is not None:
+            if not is_dns_label(name):
+                add((*path, "name"), f"request name {shown(name)} must be a DNS label")
+            elif name in names:
+                add((*path, "name"), f"a second request named {shown(name)} in the claim; request names are unique")
+            names.add(name)
+        exactly = request.get("exactly")
+        if not isinstance(exactly, dict):
+            if "firstAvailable" not in request:
+                add((*path, "exactly"), "required: a request gives exactly one of exactly or firstAvailable")
+            continue
+        _dns_subdomain(add, (*path, "exactly", "deviceClassName"), exactly.get("deviceClassName"), "device class")
+        mode = exactly.get("allocationMode", "ExactCount")
+        if _plain(mode) and mode not in _ALLOCATION_MODES:
+            add((*path, "exactly", "allocationMode"), f"{shown(mode)} is not ExactCount or All")
+        elif mode == "ExactCount" and "count" in exactly:
+            _integer(add, (*path, "exactly", "count"), exactly["count"], 1, INT64_MAX)
+        elif mode == "All" and "count" in exactly:
+            add((*path, "exactly", "count"), "a request for all devices gives no count")
 
 
 # --- Jobs and pods -------------------------------------------------------------------------------
@@ -298,10 +335,38 @@ def _check_pod(pod: dict[str, Any], at: Path, add: Add) -> None:
     volumes = set()
     for i, volume in _entries(pod.get("volumes")):
         _check_volume(volume, (*at, "volumes", i), volumes, add)
+    claims = _check_pod_claims(pod.get("resourceClaims"), (*at, "resourceClaims"), add)
     containers = set()
     for field in ("containers", "initContainers"):
         for i, container in _entries(pod.get(field)):
             _check_container(container, (*at, field, i), field, containers, volumes, add)
+            for k, claim in _entries((container.get("resources") or {}).get("claims")
+                                     if isinstance(container.get("resources"), dict) else None):
+                name = claim.get("name")
+                if isinstance(name, str) and name not in claims:
+                    add((*at, field, i, "resources", "claims", k, "name"),
+                        f"no resource claim named {shown(name)} in the pod's resourceClaims")
+
+
+def _check_pod_claims(claims: Any, at: Path, add: Add) -> set[str]:
+    """A pod's resourceClaims: unique DNS-label names, each from exactly one ResourceClaim or template. Returns
+    their names, which containers refer to."""
+    names: set[str] = set()
+    for i, claim in _entries(claims):
+        name = _string(add, (*at, i, "name"), claim.get("name"))
+        if name is not None:
+            if not is_dns_label(name):
+                add((*at, i, "name"), f"resource claim name {shown(name)} must be a DNS label")
+            elif name in names:
+                add((*at, i, "name"), f"a second resource claim named {shown(name)} in the pod")
+            names.add(name)
+        sources = [field for field in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(field)]
+        if len(sources) != 1:
+            add((*at, i), "gives exactly one of resourceClaimName and resourceClaimTemplateName")
+        for field in sources:
+            _dns_subdomain(add, (*at, i, field), claim[field], "resource claim" if field == "resourceClaimName"
+                           else "resource claim template")
+    return names
 
 
 def _check_toleration(toleration: dict[str, Any], at: Path, add: Add) -> None:

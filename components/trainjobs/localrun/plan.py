@@ -24,6 +24,7 @@ from trainjobs.core.naming import CLUSTER_DOMAIN
 from trainjobs.tools.cli.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
                                      volume_files)
 from trainjobs.kube.quantity import parse_quantity
+from trainjobs.kube.requests import ClaimTemplates, format_quantity
 from . import images
 
 DEFAULT_GRACE_SECONDS = 30  # the Kubernetes default terminationGracePeriodSeconds
@@ -194,8 +195,9 @@ def _pod_spec_of(job: dict[str, Any]) -> dict[str, Any]:
     return job["spec"]["template"].get("spec", {})
 
 
-def extended_resources(job: dict[str, Any]) -> list[str]:
-    """Device-plugin resources (GPUs, NICs...) the Job's pods request: this machine offers none."""
+def extended_resources(job: dict[str, Any], claims: ClaimTemplates) -> list[str]:
+    """Device-plugin resources (GPUs, NICs...) the Job's pods request, and devices they claim through Dynamic
+    Resource Allocation: this machine offers none."""
     spec = _pod_spec_of(job)
     found: dict[str, str] = {}
     for container in spec.get("initContainers", []) + spec.get("containers", []):
@@ -205,6 +207,12 @@ def extended_resources(job: dict[str, Any]) -> list[str]:
                 if "/" in name and not name.startswith(("kubernetes.io/", "hugepages-")):
                     if parse_quantity(value) > 0:
                         found.setdefault(name, str(value))
+    namespace = job["metadata"].get("namespace")
+    for name, count in claims.devices(spec, namespace).items():
+        found.setdefault(name, f"{format_quantity(name, count)} (claimed through Dynamic Resource Allocation)")
+    for claim in spec.get("resourceClaims") or []:   # a shared claim, or a template the rendering lacks
+        if not claims.devices({"resourceClaims": [claim]}, namespace):
+            found.setdefault(f"resource claim {claim.get('name')}", "a DRA driver's devices")
     return [f"{k}: {v}" for k, v in sorted(found.items())]
 
 
@@ -241,8 +249,9 @@ def select(objects: list[dict[str, Any]], names: list[str] | None = None) -> Sel
 
     skipped: list[tuple[str, str]] = []
     blocked_groups: dict[str, tuple[str, str]] = {}
+    claims = ClaimTemplates(objects)
     for job in chosen:
-        needs = extended_resources(job)
+        needs = extended_resources(job, claims)
         if needs:
             blocked_groups.setdefault(_group(job), (job["metadata"]["name"], ", ".join(needs)))
     runnable = []

@@ -43,6 +43,7 @@ RULES = (
     Rule("trainjobs-namespace", rules.not_in_default_namespace, options=("provider_namespace",)),
     Rule("trainjobs-headless-service", rules.headless_service, reads_stack=True),
     Rule("trainjobs-gang-scheduling", rules.gang_scheduled, reads_stack=True),
+    Rule("trainjobs-device-claims", rules.device_claims, reads_stack=True),
 )
 
 

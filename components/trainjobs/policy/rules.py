@@ -21,7 +21,8 @@ from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_l
 from trainjobs.families.mpi import LAUNCHER, NODE
 from trainjobs.kube.manifests import LABEL_JOB
 from trainjobs.kube.quantity import QuantityError, parse_quantity
-from trainjobs.kube.resources import is_gpu
+from trainjobs.kube.requests import ClaimTemplates
+from trainjobs.kube.resources import CLAIM_TEMPLATE_KIND, is_gpu
 from trainjobs.scheduling.coscheduling import POD_GROUP_LABEL as COSCHEDULING_GROUP_LABEL
 from trainjobs.scheduling.kueue import QUEUE_LABEL as KUEUE_QUEUE_LABEL
 from trainjobs.scheduling.volcano import GROUP_ANNOTATION as VOLCANO_GROUP_ANNOTATION
@@ -64,12 +65,13 @@ def argument(pods: PodSet, setting: str) -> str:
     `extra_roles.<role>.resources`. Pods no trainjobs job made are named by the Kubernetes field."""
     role = pods.role
     if role is None:
-        return {"shm_size": "a memory-backed emptyDir at /dev/shm"}.get(setting, f"the container's {setting}")
+        return {"shm_size": "a memory-backed emptyDir at /dev/shm",
+                "devices": "the pod's resourceClaims"}.get(setting, f"the container's {setting}")
     if role == NODE:
-        return {"resources": "resources_per_node"}.get(setting, setting)
+        return {"resources": "resources_per_node", "devices": "devices_per_node"}.get(setting, setting)
     if role == LAUNCHER:   # the job's settings reach it, but resources_per_node sizes MPI hosts only
-        return ("runtime.launcher.resources, or resources_per_node if the launcher is also an MPI host "
-                "(run_launcher_as_node)") if setting == "resources" else setting
+        return (f"runtime.launcher.{setting}, or {setting}_per_node if the launcher is also an MPI host "
+                "(run_launcher_as_node)") if setting in ("resources", "devices") else setting
     if role in INITIALIZER_ROLES:
         return f"{role.replace('-', '_')}.{setting}"
     return f"extra_roles.{role}.{setting}"
@@ -218,7 +220,8 @@ def names_fit(obj: Mapping[str, Any]) -> list[str]:
 def not_in_default_namespace(obj: Mapping[str, Any], provider_namespace: str | None = None) -> list[str]:
     """Training objects live in a namespace of their own, where quotas, queues and access are set for
     them, not in `default` (an object with no namespace lands in the provider's, usually `default`)."""
-    if kind(obj) not in ("Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PodGroup") and not is_workload(obj):
+    if kind(obj) not in ("Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "PodGroup",
+                         CLAIM_TEMPLATE_KIND) and not is_workload(obj):
         return []
     namespace = _meta(obj).get("namespace") or provider_namespace
     if namespace is None or namespace == "default":
@@ -288,6 +291,36 @@ def _queue(obj: Mapping[str, Any], template: Mapping[str, Any]) -> str | None:
         if queue:
             return queue
     return None
+
+
+def device_claims(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[str]:
+    """GPUs claimed through Dynamic Resource Allocation reach the pods: each claim's ResourceClaimTemplate is in
+    the stack, a container uses the claim, and no pod asks for GPUs both as a device resource and through a
+    claim (it would get both, or wait for a device plugin that DRA nodes do not run)."""
+    claims = ClaimTemplates(stack)
+    templates = {(_meta(o).get("namespace"), _meta(o).get("name")) for o in stack if kind(o) == CLAIM_TEMPLATE_KIND}
+    found = []
+    for pods in pod_sets([obj]):
+        spec, fix = pods.pod_spec, argument(pods, "devices")
+        used = {claim.get("name") for container in _containers(pods)
+                for claim in (container.get("resources") or {}).get("claims") or []}
+        for claim in spec.get("resourceClaims") or []:
+            template = claim.get("resourceClaimTemplateName")
+            if template and (pods.namespace, template) not in templates:
+                found.append(f"{pods.what}: its pods claim devices from ResourceClaimTemplate {template}, which the "
+                             "stack does not create; without it they are never scheduled")
+            if claim.get("name") not in used:
+                found.append(f"{pods.what}: no container uses the pod's resource claim {claim.get('name')}, so its "
+                             "devices are allocated and no container sees them; list it in the main container's "
+                             f"resources.claims, or remove it ({fix})")
+        claimed = [name for name in claims.devices(spec, pods.namespace) if is_gpu(name)]
+        as_resource = sorted({name for container in _containers(pods) for side in ("requests", "limits")
+                              for name, value in ((container.get("resources") or {}).get(side) or {}).items()
+                              if is_gpu(name) and (_quantity(value) or 0) > 0})
+        if claimed and as_resource:
+            found.append(f"{pods.what}: its pods ask for GPUs both as {', '.join(as_resource)} and through a "
+                         f"resource claim; ask one way ({fix}, or {argument(pods, 'resources')})")
+    return found
 
 
 def gang_scheduled(obj: Mapping[str, Any], stack: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -27,7 +27,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from trainjobs.kube.naming import shown
-from trainjobs.kube.requests import total_requests
+from trainjobs.kube.requests import ClaimTemplates, total_requests
 from trainjobs.scheduling import placement
 
 if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
@@ -76,8 +76,11 @@ class Gang:
         return sum(p.count for p in self.first_together())
 
     def min_resources(self) -> dict[str, str]:
-        """What the pods counted in min_member request together (a PodGroup's minResources)."""
-        return total_requests((p.count, p.template["spec"]) for p in self.first_together())
+        """What the pods counted in min_member request together (a PodGroup's minResources), with the devices
+        they claim."""
+        together = self.first_together()
+        claims = ClaimTemplates(p.claim_template for p in together if p.claim_template)
+        return total_requests(((p.count, p.template["spec"], self.args.namespace) for p in together), claims)
 
     def holders(self) -> list[str]:
         """The registered objects that will hold the gang's pods (Jobs, or one JobSet), by name."""

@@ -16,7 +16,7 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
-from trainjobs.backends import PodSet, is_workload, pod_count, pod_sets, replaced_on, total_requests
+from trainjobs.backends import is_workload, pod_count, pod_set_requests, pod_sets, replaced_on, total_requests
 from trainjobs.scheduling import placement_of
 from trainjobs.kube import requests
 from trainjobs.kube.quantity import parse_quantity
@@ -192,6 +192,7 @@ def tree(result: StackResult) -> str:
     for resource in result.resources:
         children.setdefault(resource.parent_urn, []).append(resource)
     manifests = {r.urn: r.manifest for r in result.kubernetes()}   # each made once: the tree reads them often
+    claims = requests.ClaimTemplates(manifests.values())   # pods' device claims resolve across the stack
 
     def label(resource) -> str:
         if resource.is_kubernetes:
@@ -218,11 +219,11 @@ def tree(result: StackResult) -> str:
                 own = len(sets) == 1 and sets[0].name == manifest["metadata"]["name"]   # the object is its pods' own
                 counts = (pods_text(sets[0].count) if own
                           else ", ".join(f"{s.name}: {pods_text(s.count)}" for s in sets))
-                detail = f"  ({counts}, requests {requests.summary(_requests(sets))})"
+                detail = f"  ({counts}, requests {requests.summary(pod_set_requests(sets, claims))})"
         elif children.get(resource.urn):
             owned = pod_sets(manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests)
             if sum(s.running for s in owned):
-                detail = f"  (requests {requests.summary(_requests(owned))})"
+                detail = f"  (requests {requests.summary(pod_set_requests(owned, claims))})"
         lines.append(prefix + ("└─ " if last else "├─ ") + label(resource) + detail + after(resource))
         kids = sorted(children.get(resource.urn, []), key=order)
         for i, child in enumerate(kids):
@@ -234,11 +235,6 @@ def tree(result: StackResult) -> str:
     every = list(manifests.values())
     lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pods_text(pod_count(every))}")
     return "\n".join(lines)
-
-
-def _requests(sets: list[PodSet]) -> dict[str, str]:
-    """What the pod sets' pods request in all."""
-    return requests.total_requests((s.running, s.pod_spec) for s in sets)
 
 
 def _descendants(urn: str, children: dict[str | None, list]) -> list[str]:
@@ -260,6 +256,7 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     index, so any pod's view follows from them and the work grows with Jobs, not pods.
     """
     index = ObjectIndex(objects)
+    claims = requests.ClaimTemplates(objects)
     templates = {s.name: (s, pod_view(s, 0, index), pod_view(s, 1, index)) for s in index.pod_sets}
     sites = _file_sites(v0 for _, v0, _ in templates.values())
     hosts = _HostIndex(sites)
@@ -269,9 +266,9 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
     for name, (pod_set, v0, v1) in templates.items():
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
-            each = requests.total_requests([(1, pod_set.pod_spec)])
+            each = requests.total_requests([(1, pod_set.pod_spec, pod_set.namespace)], claims)
             pods += [f"{shown(pod_set.made_by)}: {pods_text(pod_set.running)}, each requests {requests.summary(each)}; in all "
-                     f"{requests.summary(_requests([pod_set]))}"]
+                     f"{requests.summary(pod_set_requests([pod_set], claims))}"]
             placed = placement_of(pod_set, objects)
             pods += [f"  placement: {shown(placed)}"] if placed else []
             pods += [""]
