@@ -488,7 +488,7 @@ class ElasticAdmission(str, enum.Enum):
 ELASTIC_ADMISSIONS = {
     ElasticAdmission.PARTIAL.value: "Kueue's partial admission: the Job starts with as many pods as fit, at least "
                                     "min_nodes, and keeps that size until it ends",
-    ElasticAdmission.SLICES.value: "Kueue's elastic Job (workload slices): admitted whole, then grows or shrinks "
+    ElasticAdmission.SLICES.value: "Kueue's elastic Job through workload slices: admitted whole, then grows or shrinks "
                                    "while it runs when its parallelism is changed",
 }
 

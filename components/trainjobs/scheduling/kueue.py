@@ -29,6 +29,8 @@ COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelis
 ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
 # Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation (docs/scheduling.md).
 KUEUE_OWNED_PATHS = ("spec.suspend",)
+# What changes on the live Job of an elastic job that Kueue admits in part or that is resized.
+RESIZED_PATHS = ("spec.parallelism", "spec.completions")
 
 
 class Kueue(GangScheduler):
@@ -79,6 +81,7 @@ class Kueue(GangScheduler):
         if args.priority_class and "priority_class" not in refused:
             labels[PRIORITY_LABEL] = args.priority_class
         gang.workload.labels.update(labels)   # on every object that runs pods, not on the pods
+        gang.workload.ignore_changes = KUEUE_OWNED_PATHS
         if args.min_nodes is not None and "elastic_admission" not in refused:
             self._elastic(gang)
 
@@ -96,18 +99,13 @@ class Kueue(GangScheduler):
                                                  f'{shown(args.backend)}): set backend "jobs", or remove '
                                                  "elastic_admission (Kueue then admits the job whole)")
             return
-        members = gang.members()
-        if len(members) != 1:
-            gang.issues.add("elastic_admission", "Kueue resizes one Job, and the job's training pods are in "
-                                                 f"{len(members)}: remove elastic_admission")
-            return
-        (member,) = members
-        if mode == ElasticAdmission.PARTIAL.value:
-            member.annotations[MIN_PARALLELISM] = str(args.min_nodes)
-            member.annotations[COMPLETIONS_EQUAL_PARALLELISM] = "true"
-        else:
-            member.annotations[ELASTIC_JOB] = "true"
-        gang.workload.ignore_changes = KUEUE_OWNED_PATHS
+        # Kueue (partial admission) or whoever resizes the elastic Job changes both on the live Job; a diff on
+        # them would replace it, restarting training.
+        gang.workload.ignore_changes = (*gang.workload.ignore_changes, *RESIZED_PATHS)
+        opt_in = ({MIN_PARALLELISM: str(args.min_nodes), COMPLETIONS_EQUAL_PARALLELISM: "true"}
+                  if mode == ElasticAdmission.PARTIAL.value else {ELASTIC_JOB: "true"})
+        for member in gang.members():   # one Job: decorate refuses a gang spread over several
+            member.annotations.update(opt_in)
 
 
 register("kueue", Kueue())
