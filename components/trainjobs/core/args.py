@@ -498,8 +498,8 @@ class CommonArgs(_PodFields):
     of a platform profile."""
 
     num_nodes: Optional[int] = Field(default=1, ge=1, le=100000)
-    """Number of training pods (for the MPI family: MPI hosts). Indexed Jobs allow 100000. A node range
-    `"MIN:MAX"` (e.g. `"2:4"`) is num_nodes MAX with min_nodes MIN."""
+    """Number of training pods (for the MPI family: MPI hosts); with min_nodes, the most. Indexed Jobs allow
+    100000. In YAML, stack config and dicts also a node range `"MIN:MAX"` (e.g. `"2:4"`: num_nodes 4, min_nodes 2)."""
     min_nodes: Optional[int] = Field(default=None, ge=1, le=100000)
     """The fewest training pods the job trains with, below num_nodes: the job is elastic. torch with
     rendezvous c10d only: PET_NNODES=MIN:MAX, the Indexed Job sized for num_nodes, ranks re-formed when
