@@ -36,7 +36,8 @@ RESIZED_PATHS = ("spec.parallelism", "spec.completions")
 class Kueue(GangScheduler):
     summary = "admitted whole from a Kueue LocalQueue"
     reads = {"queue": Reads("a Kueue LocalQueue", "Kueue admits the job from a LocalQueue"),
-             "priority_class": Reads("a Kueue WorkloadPriorityClass", "Kueue orders its queue by WorkloadPriorityClass"),
+             "priority_class": Reads("a Kueue WorkloadPriorityClass",
+                                     "Kueue orders its queue by WorkloadPriorityClass"),
              "elastic_admission": Reads("how Kueue admits an elastic job", "only Kueue admits a job with fewer pods "
                                                                             "or resizes it")}
 
