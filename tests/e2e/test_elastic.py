@@ -27,14 +27,18 @@ def test_an_elastic_job_grows_and_shrinks_while_it_trains_and_resumes_from_its_c
     assert resizes == ["resizing Job ela-node-0: 2 -> 3 pod(s) (run-local --resize)",
                        "resizing Job ela-node-0: 3 -> 2 pod(s) (run-local --resize)"]
 
-    # Every rendezvous round: the nodes torchrun formed the world of, and the step it resumed from.
+    # Every rendezvous round: the nodes torchrun formed the world of, and the step it resumed from. (A slow
+    # agent may miss a round and make one more of the same size: the sizes in turn are what counts.)
     rounds = run.reports("E2E-START")
-    assert [(r["phase"], r["nodes"], r["world"]) for r in rounds] == [(1, 2, 2), (2, 3, 3), (3, 2, 2)]
-    grown, shrunk = rounds[1]["resumed_from"], rounds[2]["resumed_from"]
+    sizes = [(r["phase"], r["nodes"], r["world"]) for r in rounds]
+    assert [size for i, size in enumerate(sizes) if i == 0 or size != sizes[i - 1]] == [(1, 2, 2), (2, 3, 3), (3, 2, 2)]
     assert rounds[0]["resumed_from"] == 0
+    grown = next(r["resumed_from"] for r in rounds if r["phase"] == 2)
+    shrunk = next(r["resumed_from"] for r in rounds if r["phase"] == 3)
     assert grown >= 3 and shrunk >= grown + 3   # from the checkpoint, after 3 steps or more at each size
-    # The grown round ranked pod 2 too; the last one only pods 0 and 1.
-    assert any("E2E-RANK rank 2 of 3 on pod 2" in line for line in run.lines("E2E-RANK"))
+    assert all(r["resumed_from"] > 0 for r in rounds[1:])
+    # The grown world ranked pod 2 too.
+    assert any(line.endswith("of 3 on pod 2") for line in run.lines("E2E-RANK"))
 
     final = sorted(run.reports("E2E-DONE"), key=lambda r: r["rank"])
     assert [(r["rank"], r["world"]) for r in final] == [(0, 2), (1, 2)]

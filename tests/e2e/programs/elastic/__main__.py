@@ -32,8 +32,8 @@ TorchTrainJob(name, {
     "command": ["torchrun", "/opt/e2e/train.py"],
     "env": {
         "OMP_NUM_THREADS": "1",
-        # A round closes 5 s after the fewest nodes joined (torchrun's default waits 30 s for more).
-        "PET_RDZV_CONF": "last_call_timeout=5",
+        # A round closes 10 s after the fewest nodes joined (torchrun's default waits 30 s for more).
+        "PET_RDZV_CONF": "last_call_timeout=10",
         # torch 2.13 shares the rendezvous store with its workers, and a node that keeps that store from
         # an earlier round never publishes the new round's address to a new node: opt out.
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
