@@ -58,7 +58,10 @@ def test_the_schema_holds_every_component_input_and_output_with_types_plainness_
     assert inputs["image"] == {"type": "string", "description": "Container image. Default: the runtime's."}
     assert inputs["namespace"]["type"] == "string" and "plain" not in inputs["namespace"]
     assert inputs["numNodes"]["plain"] is True and inputs["numNodes"]["type"] == "integer"
-    assert inputs["numNodes"]["description"].endswith("Indexed Jobs allow 100000. Default: 1.")
+    assert inputs["numNodes"]["description"].endswith('(e.g. `"2:4"`: num_nodes 4, min_nodes 2). Default: 1.')
+    # A node range reaches other languages as two integers: no union in the schema.
+    assert inputs["minNodes"]["plain"] is True and inputs["minNodes"]["type"] == "integer"
+    assert inputs["elasticAdmission"]["$ref"] == "#/types/trainjobs:index:ElasticAdmission"
     assert "plain" not in inputs["labels"]["additionalProperties"]
     assert inputs["rendezvous"]["$ref"] == "#/types/trainjobs:index:Rendezvous"
     assert [e["value"] for e in schema["types"]["trainjobs:index:Rendezvous"]["enum"]] == ["static", "c10d"]

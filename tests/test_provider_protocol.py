@@ -508,3 +508,23 @@ def test_a_refused_placement_through_the_provider_names_the_argument(engine, pro
     error = bad(engine, provider, {"image": "img:1", "gangScheduler": "kueue", "queue": "q", "placement": {"tier": 1}})
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "  - placement.tier: HyperNode tiers are Volcano's" in error.details()
+
+
+def test_an_elastic_job_from_another_language_is_num_nodes_with_min_nodes(engine, provider):
+    registered, _ = construct(engine, provider, "TorchTrainJob", "ela", {
+        "image": "img:1", "numNodes": 4, "minNodes": 2, "rendezvous": "c10d", "gangScheduler": "kueue",
+        "queue": "team", "elasticAdmission": "slices"})
+    job = as_dict(registered.get("Job", "ela-node-0").object)
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
+    assert job["metadata"]["annotations"]["kueue.x-k8s.io/elastic-job"] == "true"
+    env = container_env(registered.get("Job", "ela-node-0"))
+    assert (env["PET_NNODES"], env["PET_MAX_RESTARTS"]) == ("2:4", "7")
+
+
+def test_a_node_range_on_the_static_rendezvous_is_refused_naming_num_nodes(engine, provider):
+    error = bad(engine, provider, {"image": "img:1", "numNodes": 4, "minNodes": 2})
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == (
+        'TorchTrainJob "bad": invalid arguments\n  - num_nodes: a node range (2:4) makes the job elastic, and '
+        "TorchTrainJob cannot be: the static rendezvous fixes PET_NNODES and each pod's rank: set rendezvous: "
+        "c10d, whose rendezvous admits pods joining and leaving, or give num_nodes as a number")

@@ -555,12 +555,64 @@ class Placement(Model):
         return self
 
 
+# `num_nodes: "MIN:MAX"`, as torchrun's --nnodes takes it.
+NODE_RANGE = re.compile(r"(\d+)\s*:\s*(\d+)")
+
+
+class ElasticAdmission(str, enum.Enum):
+    """How Kueue admits a job with a node range."""
+
+    PARTIAL = "partial"
+    SLICES = "slices"
+
+
+ELASTIC_ADMISSIONS = {
+    ElasticAdmission.PARTIAL.value: "Kueue's partial admission: the Job starts with as many pods as fit, at least "
+                                    "min_nodes, and keeps that size until it ends",
+    ElasticAdmission.SLICES.value: "Kueue's elastic Job through workload slices: admitted whole, then grows or shrinks "
+                                   "while it runs when its parallelism is changed",
+}
+
+
 class CommonArgs(_PodFields):
     """Arguments every training job accepts, whatever its family: the fields of a job's arguments and
     of a platform profile."""
 
     num_nodes: Optional[int] = Field(default=1, ge=1, le=100000)
-    """Number of training pods (for the MPI family: MPI hosts). Indexed Jobs allow 100000."""
+    """Number of training pods (for the MPI family: MPI hosts); with min_nodes, the most. Indexed Jobs allow
+    100000. In YAML, stack config and dicts also a node range `"MIN:MAX"` (e.g. `"2:4"`: num_nodes 4, min_nodes 2)."""
+    min_nodes: Optional[int] = Field(default=None, ge=1, le=100000)
+    """The fewest training pods the job trains with, below num_nodes: the job is elastic. torch with
+    rendezvous c10d only: PET_NNODES=MIN:MAX, the Indexed Job sized for num_nodes, ranks re-formed when
+    pods join or leave. Default: none (num_nodes pods, fixed). See docs/failures.md."""
+    elastic_admission: Optional[ElasticAdmission] = None
+    """How Kueue admits an elastic job (gang_scheduler "kueue", backend "jobs"): {choices}. Default:
+    "partial" on the jobs backend; on the jobset backend Kueue admits the job whole. See docs/scheduling.md."""
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _node_range(cls, data: Any) -> Any:
+        """`num_nodes: "MIN:MAX"` is num_nodes MAX and min_nodes MIN, in every entry point."""
+        if not isinstance(data, dict) or not isinstance(data.get("num_nodes"), str):
+            return data
+        match = NODE_RANGE.fullmatch(data["num_nodes"].strip())
+        if match is None:
+            return data   # an integer in a string, or an error the field reports
+        if data.get("min_nodes") is not None:
+            raise MappingKeyError("min_nodes", f'num_nodes "{data["num_nodes"]}" already gives the fewest nodes: '
+                                               "remove min_nodes, or give num_nodes as a number")
+        low, high = int(match.group(1)), int(match.group(2))
+        if low >= high:
+            raise MappingKeyError("num_nodes", f'"{data["num_nodes"]}" is not a node range MIN:MAX with MIN < MAX '
+                                               '(e.g. "2:4"); for a fixed size give a number')
+        return {**data, "num_nodes": high, "min_nodes": low}
+
+    @pydantic.model_validator(mode="after")
+    def _range_order(self) -> "CommonArgs":
+        if self.min_nodes is not None and self.num_nodes is not None and self.min_nodes >= self.num_nodes:
+            raise MappingKeyError("min_nodes", f"{self.min_nodes} is not below num_nodes {self.num_nodes}: a node "
+                                               "range MIN:MAX has MIN < MAX; for a fixed size give num_nodes alone")
+        return self
     resources_per_node: Optional[Resources] = None
     """Resources of each training pod's main container, merged per key over the runtime's. Device resources
     (`nvidia.com/gpu`, ...) given on one side are set on both, as Kubernetes needs them equal."""
@@ -692,6 +744,7 @@ class PlatformProfile(CommonArgs):
 # The values of these arguments are the registries' members; their descriptions list them.
 describe_choices("backend", backends.summaries)
 describe_choices("gang_scheduler", scheduling.summaries)
+describe_choices("elastic_admission", lambda: ELASTIC_ADMISSIONS)
 
 
 class TrainJobArgs(CommonArgs):

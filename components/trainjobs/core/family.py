@@ -99,6 +99,11 @@ class Family:
         return ("a replaced pod cannot rejoin the running ranks: the family fixes each rank and its peers "
                 "when the job starts")
 
+    def elastic_refusal(self, job: Derivation) -> str | None:
+        """Why the job cannot run with a node range (min_nodes: pods joining and leaving while it trains),
+        or None when it can. Most families fix the world size when the pods start."""
+        return "the family fixes the number of processes and each one's rank when the job starts"
+
     def reserved_env_message(self, names: list[str]) -> str:
         """The error for user env that sets reserved variables, in Kubeflow Trainer's words."""
         instead = "; ".join(f"{n} comes from {self.reserved_env[n]}" for n in names)

@@ -83,6 +83,17 @@ def check_job(issues: IssueCollector, name: str, args: TrainJobArgs, runtime: Tr
                 issues.add(f"{field_name}.{key}", f"{key} is set by the job to select its pods; remove it")
 
 
+def check_node_range(job: Derivation, family: Family) -> None:
+    """A node range needs a family whose ranks re-form when pods join or leave; refused with the reason."""
+    args = job.args
+    if args.min_nodes is None:
+        return
+    refusal = family.elastic_refusal(job)
+    if refusal:
+        job.issues.add("num_nodes", f"a node range ({args.min_nodes}:{args.num_nodes}) makes the job elastic, and "
+                                f"{family.component} cannot be: {refusal}")
+
+
 def check_template(issues: IssueCollector, template: PodTemplate, role: str) -> None:
     """A role's effective template can make a pod: it has an image."""
     if not template.image:
@@ -113,6 +124,7 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
     check_job(issues, name, args, runtime)
     check_overrides(issues, args)
     check_failure_policy(issues, args, family.restart_refusal(job))
+    check_node_range(job, family)
 
     workload = Workload(name, args, job.given or args, [*setup.pod_sets, *_training_pod_sets(job, roles, setup),
                                                          *extra_role_pod_sets(name, args, runtime)],

@@ -1,7 +1,8 @@
 """Torch family: torchrun configured by PET_* env, derived as Kubeflow Trainer's torch plugin does.
 
-One Indexed Job `N-node-0` runs `num_nodes` pods; pod i is node rank i (its completion index),
-pod 0 is the rendezvous master at `N-node-0-0.N:29500`.
+One Indexed Job `N-node-0` runs `num_nodes` pods; pod 0 is the rendezvous master at `N-node-0-0.N:29500`.
+With the static rendezvous pod i is node rank i (its completion index); with c10d the ranks come from
+the rendezvous, and a node range (min_nodes) lets pods join and leave while the job trains.
 """
 
 import enum
@@ -24,6 +25,8 @@ from trainjobs.kube.templates import upsert_env
 
 ROLE = "node"
 TRAINER_PORT = 29500
+# torchrun restarts an elastic job keeps for failures that are not membership changes.
+ELASTIC_SPARE_RESTARTS = 3
 
 
 class TorchRuntime(TrainingRuntime):
@@ -104,7 +107,7 @@ class TorchOutputs(JobOutputs):
 
 # Derived variables, each with the argument that sets it instead (for the reserved-env error).
 PET_ENV = {
-    "PET_NNODES": "num_nodes",
+    "PET_NNODES": "num_nodes (and min_nodes)",
     "PET_NPROC_PER_NODE": "num_proc_per_node",
     "PET_NODE_RANK": "each pod's completion index",
     "PET_MASTER_ADDR": "the job name (pod 0 of the node Job)",
@@ -157,8 +160,16 @@ def static_pet_env(name: str, num_nodes: int, nproc: str) -> list[dict[str, Any]
     ]
 
 
-def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, Any]]:
-    """PET_* for torchrun; or, with `torchrun: false`, the plain env:// variables of one process per pod."""
+def elastic_max_restarts(args: TorchTrainJobArgs) -> int:
+    """torchrun's worker-group restarts for an elastic job, unless env sets PET_MAX_RESTARTS: a pod joining
+    restarts the group without counting, but a pod leaving fails its peers' collectives, which counts; so
+    two per pod the job may lose (it may also come back and leave again), and 3 for ordinary failures."""
+    return ELASTIC_SPARE_RESTARTS + 2 * (args.num_nodes - args.min_nodes)
+
+
+def torch_env(name: str, args: TorchTrainJobArgs, nproc: str, user_env: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """PET_* for torchrun; or, with `torchrun: false`, the plain env:// variables of one process per pod.
+    An elastic job (min_nodes) gets PET_NNODES=MIN:MAX and PET_MAX_RESTARTS unless `user_env` sets it."""
     if not args.torchrun:
         return [
             {"name": "MASTER_ADDR", "value": master_addr(name)},
@@ -168,13 +179,17 @@ def torch_env(name: str, args: TorchTrainJobArgs, nproc: str) -> list[dict[str, 
         ]
     if args.rendezvous == "static":
         return static_pet_env(name, args.num_nodes, nproc)
-    return [
-        {"name": "PET_NNODES", "value": str(args.num_nodes)},
+    nnodes = str(args.num_nodes) if args.min_nodes is None else f"{args.min_nodes}:{args.num_nodes}"
+    env = [
+        {"name": "PET_NNODES", "value": nnodes},
         {"name": "PET_NPROC_PER_NODE", "value": nproc},
         {"name": "PET_RDZV_BACKEND", "value": "c10d"},
         {"name": "PET_RDZV_ENDPOINT", "value": f"{master_addr(name)}:{TRAINER_PORT}"},
         {"name": "PET_RDZV_ID", "value": name},
     ]
+    if args.min_nodes is not None and "PET_MAX_RESTARTS" not in user_env:
+        env.append({"name": "PET_MAX_RESTARTS", "value": str(elastic_max_restarts(args))})
+    return env
 
 
 def inject_env(issues: IssueCollector, template: PodTemplate, targets: list[str],
@@ -214,7 +229,7 @@ class TorchFamily(Family):
             job.warnings.add("num_proc_per_node", f"{nproc} processes per pod on {gpus} GPUs: each process usually "
                                                   f"takes one GPU (its LOCAL_RANK), so ranks {gpus} to {int(nproc) - 1} "
                                                   f"of each pod would share or find none; set {gpus}, or \"auto\"")
-        derived = torch_env(name, args, nproc)
+        derived = torch_env(name, args, nproc, {e.name for e in template.env or ()})
         template = inject_env(job.issues, template, args.env_injection, derived)
         env = upsert_env(template_env(template), derived)
         node = container(template, env, ports=[{"containerPort": TRAINER_PORT}], extra_mounts=[])
@@ -237,6 +252,16 @@ class TorchFamily(Family):
             return ("with the static rendezvous each pod's rank and the world are fixed when training starts, so a "
                     "replaced pod cannot rejoin the running ranks: set rendezvous: c10d, with which the torchrun "
                     "agents rendezvous again when a pod is replaced")
+        return None
+
+    def elastic_refusal(self, job: Derivation) -> str | None:
+        """Only torchrun's c10d rendezvous admits pods joining and leaving, re-forming the ranks each time."""
+        if not job.args.torchrun:
+            return ("with torchrun: false each process gets a fixed RANK and WORLD_SIZE: set torchrun: true and "
+                    "rendezvous: c10d, or give num_nodes as a number")
+        if job.args.rendezvous != Rendezvous.C10D.value:
+            return ("the static rendezvous fixes PET_NNODES and each pod's rank: set rendezvous: c10d, whose "
+                    "rendezvous admits pods joining and leaving, or give num_nodes as a number")
         return None
 
     def outputs(self, job: Derivation, roles: list[TrainingRole]) -> TorchOutputs:

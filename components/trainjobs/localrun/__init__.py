@@ -26,6 +26,7 @@ from .jobsets import Disruption
 from .jobs import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, LocalRun, RunResult
 from .network import sweep_stale
 from .plan import PlanError, select
+from .resize import Admission, Resize, resolve
 
 EXIT_USAGE = 2
 REQUIRED_COMMANDS = {"ip": "iproute2", "nsenter": "util-linux",
@@ -64,14 +65,17 @@ def host_problems() -> list[str]:
 def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float | None = DEFAULT_TIMEOUT,
               run_root: str | os.PathLike | None = None, max_grace: float = DEFAULT_MAX_GRACE,
               echo_logs: bool = True, write: Callable[[str], None] | None = None,
-              verbose: bool = False, disruptions: list[str] = ()) -> RunResult:
+              verbose: bool = False, disruptions: list[str] = (), admissions: list[str] = (),
+              resizes: list[str] = ()) -> RunResult:
     """Run the Jobs among `objects` (plain manifests, secrets revealed) as local pods.
 
     `jobs` names Jobs or training jobs (a subdomain shared by Jobs); all runnable ones by default.
     The containers' output is echoed (`echo_logs`) without sshd's connection messages and known
     harmless messages unless `verbose`; the logs keep every line. `disruptions` evict pods as a
     preemption would, each `HOSTNAME@SECONDS` (after the pod's containers start) or `HOSTNAME@output:TEXT`
-    (once the pod prints TEXT).
+    (once the pod prints TEXT). `admissions` (`JOB=N`) run only a Job's first N indexes, as Kueue admits
+    part of it; `resizes` (`JOB=N@SECONDS` or `JOB=N@output:TEXT`) set a running Job's parallelism and
+    completions to N, in the order given (resize.py).
     Raises PlanError when the rendering cannot run here and HostNotReady when this machine can't
     run pods; both before anything is created.
     """
@@ -79,6 +83,8 @@ def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float
         evictions = [Disruption.parse(text) for text in disruptions]
     except ValueError as exc:
         raise PlanError(str(exc)) from None
+    admitted = [Admission.parse(text) for text in admissions]
+    resized = [Resize.parse(text) for text in resizes]
     problems = host_problems()
     if problems:
         raise HostNotReady("; ".join(problems))
@@ -88,6 +94,7 @@ def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float
         if disruption.hostname not in hostnames:
             raise PlanError(f"--disrupt {disruption.hostname}: no pod of that hostname runs; pods: "
                             f"{', '.join(sorted(hostnames))}")
+    resolve(admitted, resized, selection.jobs)
     if write is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
@@ -96,5 +103,5 @@ def run_local(objects: list[dict], jobs: list[str] | None = None, timeout: float
         write(f"removed the leftovers of an interrupted local run {stale}")
     root = Path(run_root) if run_root else Path(tempfile.gettempdir())
     run = LocalRun(objects, selection, root, timeout=timeout, max_grace=max_grace, echo_logs=echo_logs, write=write,
-                   verbose=verbose, disruptions=evictions)
+                   verbose=verbose, disruptions=evictions, resizes=resized)
     return run.run()

@@ -14,7 +14,8 @@ As the Job controller, for each selected Job:
   FailIndex fails the index; with `backoffLimitPerIndex` failures count per index, and
   `maxFailedIndexes` bounds how many may fail. A replacement starts once the failed pod is gone.
 
-A JobSet's Jobs are held and recreated by its controller (`jobsets.py`), and `--disrupt` evicts pods.
+A JobSet's Jobs are held and recreated by its controller (`jobsets.py`), `--disrupt` evicts pods, and
+`--admit` and `--resize` run a Job with fewer pods and resize it while it runs (`resize.py`).
 
 Jobs of one training job (pods sharing a subdomain) run side by side; when one fails, the others
 are stopped too, as nothing else would end them. The whole run is bounded by a timeout; on
@@ -40,6 +41,7 @@ from .jobsets import Disruption, jobset_runs
 from .network import Network
 from .output import Filter
 from .plan import JobSpec, PodSpec, Selection, pod_spec
+from .resize import Resize
 from .policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES,
                        MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, pod_verdict)
 from .pods import ContainerRun, Holders, Sandbox, SandboxError, tcp_sockets
@@ -274,6 +276,20 @@ class JobRun:
                 self.pending.remove(index)
         return chosen
 
+    def resize(self, pods: int, now: float) -> None:
+        """`parallelism` and `completions` set to `pods` while it runs (an elastic Indexed Job): new indexes get
+        pods; the pods of indexes past `pods` are removed (stopped, neither failed nor succeeded)."""
+        before = self.spec.completions
+        self.spec.completions = self.spec.parallelism = pods
+        self.pending.extend(i for i in range(before, pods) if i not in self.succeeded and i not in self.pending)
+        for index in sorted(self.active, reverse=True):   # the controller removes the highest indexes first
+            if index >= pods:
+                self.active.pop(index).terminate(f"removed: Job scaled down to {pods} pod(s)", now)
+        self.pending = deque(i for i in self.pending if i < pods)
+        self.succeeded = {i for i in self.succeeded if i < pods}
+        self.retry_at = {i: at for i, at in self.retry_at.items() if i < pods}
+        self._check_indexes(now)
+
     def pod_finished(self, pod: PodRun, now: float) -> None:
         self.active.pop(pod.index, None)
         if self.state:
@@ -357,7 +373,8 @@ class RunResult:
             "message": self.message, "leftovers": self.leftovers,
             "jobsets": [{"name": s.name, "state": s.state, "reason": s.reason, "restarts": s.restarts}
                         for s in self.jobsets],
-            "jobs": [{"name": j.name, "state": j.state, "reason": j.reason, "succeeded": sorted(j.succeeded),
+            "jobs": [{"name": j.name, "state": j.state, "reason": j.reason, "completions": j.spec.completions,
+                      "succeeded": sorted(j.succeeded),
                       "failed_pods": j.failures, "ignored_failed_pods": j.ignored_failures,
                       "failed_indexes": sorted(j.failed_indexes)} for j in self.jobs],
             "pods": [{"name": p.spec.name, "hostname": p.spec.slot.hostname, "job": j.name, "index": p.index,
@@ -374,7 +391,7 @@ class LocalRun:
 
     def __init__(self, objects: list[dict], selection: Selection, run_root: Path, timeout: float | None,
                  max_grace: float, echo_logs: bool, write: Callable[[str], None], verbose: bool = False,
-                 disruptions: list[Disruption] = ()):
+                 disruptions: list[Disruption] = (), resizes: list[Resize] = ()):
         self.index = ObjectIndex(objects)
         self.selection = selection
         self.timeout = timeout
@@ -385,6 +402,7 @@ class LocalRun:
         self.jobs = [JobRun(spec) for spec in selection.jobs]
         self.jobsets, self.notes = jobset_runs(self.jobs)
         self.disruptions = list(disruptions)
+        self.resizes = list(resizes)
         self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
         self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
         self._signal: int | None = None
@@ -470,6 +488,12 @@ class LocalRun:
             when = (f"{disruption.after_seconds:g}s after it starts" if disruption.after_seconds is not None
                     else f"once it prints {disruption.after_output!r}")
             say(f"  disruption: pod {disruption.hostname} is evicted {when}")
+        for job in self.jobs:
+            if job.spec.completions < len(job.spec.slots):
+                say(f"  admitted: Job {job.name} runs {job.spec.completions} of its {len(job.spec.slots)} pods, as "
+                    "Kueue admits part of a Job")
+        for resize in self.resizes:
+            say(f"  {resize.describe()}")
         say(f"  network: bridge {self.network.bridge}, subnet {self.network.subnet} (no host address, no route out)")
         for job in self.jobs:
             for slot in job.spec.slots:
@@ -494,6 +518,7 @@ class LocalRun:
             for jobset in self.jobsets:
                 jobset.step(now)
             self._disrupt(now)
+            self._resize(now)
             self._start_due_pods(now)
             for job in self.jobs:
                 for pod in list(job.active.values()):
@@ -532,6 +557,25 @@ class LocalRun:
                         disruption.done = True
                         self.console(f"disrupting pod {pod.spec.name}: DisruptionTarget (preempted by run-local)")
                         pod.disrupt("preempted by run-local --disrupt", now)
+
+    def _resize(self, now: float) -> None:
+        """Resize the Jobs whose next resize is due; the one after it then waits for what is printed next."""
+        for job in self.jobs:
+            queue = [r for r in self.resizes if r.job == job.name and not r.done]
+            if not queue or job.state:
+                continue
+            if queue[0].due(job.started, now, self._main_logs(job)):
+                queue[0].done = True
+                self.console(f"resizing Job {job.name}: {job.spec.completions} -> {queue[0].pods} pod(s) "
+                             "(run-local --resize)")
+                job.resize(queue[0].pods, now)
+                if len(queue) > 1:
+                    queue[1].arm(self._main_logs(job, every_pod=True))
+
+    @staticmethod
+    def _main_logs(job: JobRun, every_pod: bool = False) -> list[Path]:
+        pods = job.pods if every_pod else job.active.values()
+        return [c.log_path for p in pods for c in p.sandbox.containers if c.spec.kind == "main"]
 
     def _note_sockets(self) -> None:
         """For each running pod: the ports it listens on and the peers it talks to or tries to reach."""

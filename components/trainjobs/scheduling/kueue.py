@@ -8,6 +8,11 @@ backend, whose one JobSet is one Workload. Kueue's pod groups cannot join them e
 pods owned by a Job to the Job integration. docs/scheduling.md explains the choice. Which objects hold
 the gang's pods is the backend's answer (`Backend.holders`), so a new backend needs no change here.
 
+A job with a node range (min_nodes) opts into what Kueue offers for a batch Job that can run with fewer
+pods (`elastic_admission`): partial admission (`job-min-parallelism`, with completions rewritten to the
+admitted count, as an Indexed torchrun Job needs), or an elastic Job resized through workload slices
+(`elastic-job`). Kueue accepts neither on a JobSet, nor both on one Job.
+
 Kueue suspends the Jobs it manages and resumes them on admission; the job never sets `suspend`, and
 Pulumi is told to ignore it, so a `pulumi up` after admission or re-queueing changes nothing.
 
@@ -22,13 +27,16 @@ the JobSet controller on the worker creates it. What MultiKueue would leave behi
 
 from typing import Any, Iterable, Mapping
 
-from trainjobs.core.args import TrainJobArgs
+from trainjobs.core.args import ElasticAdmission, TrainJobArgs
 from trainjobs.core.errors import IssueCollector, shown
 from trainjobs.kube.naming import labelled_name_problem
 from trainjobs.scheduling import Gang, GangScheduler, Reads, register, set_labels
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
 # Input paths of a Kueue-managed Job or JobSet that Kueue owns after creation (docs/scheduling.md).
 KUEUE_OWNED_PATHS = ("spec.suspend",)
 # Topology-aware scheduling, on each pod template (Kueue apis/kueue/v1beta2/topology_types.go).
@@ -40,12 +48,17 @@ SLICE_SIZE = TAS_PREFIX + "slice-size"
 GROUP_NAME = TAS_PREFIX + "group-name"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 """`spec.managedBy` of a Job or JobSet MultiKueue dispatches."""
+# What changes on the live Job of an elastic job that Kueue admits in part or that is resized.
+RESIZED_PATHS = ("spec.parallelism", "spec.completions")
 
 
 class Kueue(GangScheduler):
     summary = "admitted whole from a Kueue LocalQueue"
     reads = {"queue": Reads("a Kueue LocalQueue", "Kueue admits the job from a LocalQueue"),
-             "priority_class": Reads("a Kueue WorkloadPriorityClass", "Kueue orders its queue by WorkloadPriorityClass")}
+             "priority_class": Reads("a Kueue WorkloadPriorityClass",
+                                     "Kueue orders its queue by WorkloadPriorityClass"),
+             "elastic_admission": Reads("how Kueue admits an elastic job", "only Kueue admits a job with fewer pods "
+                                                                            "or resizes it")}
 
     def check(self, args: TrainJobArgs, issues: IssueCollector) -> None:
         if not args.queue:
@@ -73,6 +86,15 @@ class Kueue(GangScheduler):
             if placement.topology is None and placement.slice_topology is None:
                 issues.add("placement.topology", "Kueue places by a level of its Topology: set placement.topology "
                                                  "(a node label key such as example.com/rack)")
+        for key in (MIN_PARALLELISM, COMPLETIONS_EQUAL_PARALLELISM, ELASTIC_JOB):
+            if key in (args.annotations or {}):
+                issues.add(f"annotations.{key}", "is how the job opts into Kueue's partial admission or elastic "
+                                                 "Jobs, which follows from num_nodes and elastic_admission: give "
+                                                 'num_nodes a range (e.g. "2:4") and set elastic_admission, and '
+                                                 "remove this annotation")
+        if args.elastic_admission is not None and args.min_nodes is None:
+            issues.add("elastic_admission", "applies to an elastic job: give num_nodes a range (e.g. \"2:4\") or "
+                                            "min_nodes, or remove elastic_admission")
 
     def decorate(self, gang: Gang) -> None:
         args = gang.args
@@ -98,6 +120,35 @@ class Kueue(GangScheduler):
             _place(gang)
         if args.multikueue:
             _dispatch(gang)
+        if args.min_nodes is not None and "elastic_admission" not in refused:
+            self._elastic(gang)
+
+    @staticmethod
+    def _elastic(gang: Gang) -> None:
+        """The opt-in annotations of an elastic job on the batch Job that holds its training pods."""
+        args = gang.args
+        batch_job = tuple(gang.backend.kinds) == ("Job",)
+        mode = args.elastic_admission or (ElasticAdmission.PARTIAL.value if batch_job else None)
+        if mode is None:
+            return   # admitted whole, at num_nodes (docs/scheduling.md)
+        if not batch_job:
+            gang.issues.add("elastic_admission", f"Kueue {'admits part of' if mode == 'partial' else 'resizes'} a "
+                                                 f"batch Job only, not a {'/'.join(gang.backend.kinds)} (backend "
+                                                 f'{shown(args.backend)}): set backend "jobs", or remove '
+                                                 "elastic_admission (Kueue then admits the job whole)")
+            return
+        if mode == ElasticAdmission.SLICES.value and args.placement is not None:
+            gang.issues.add("placement", "Kueue refuses a required or preferred topology on an elastic Job (only an "
+                                         "unconstrained one, behind its alpha gate ElasticJobsViaWorkloadSlicesWithTAS): "
+                                         'remove placement, or set elastic_admission "partial"')
+            return
+        # Kueue (partial admission) or whoever resizes the elastic Job changes both on the live Job; a diff on
+        # them would replace it, restarting training.
+        gang.workload.ignore_changes = (*gang.workload.ignore_changes, *RESIZED_PATHS)
+        opt_in = ({MIN_PARALLELISM: str(args.min_nodes), COMPLETIONS_EQUAL_PARALLELISM: "true"}
+                  if mode == ElasticAdmission.PARTIAL.value else {ELASTIC_JOB: "true"})
+        for member in gang.members():   # one Job: decorate refuses a gang spread over several
+            member.annotations.update(opt_in)
 
     def placed(self, pod_set: Any, manifests: Iterable[Mapping[str, Any]]) -> str | None:
         annotations = (pod_set.template.get("metadata") or {}).get("annotations") or {}

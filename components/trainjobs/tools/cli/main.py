@@ -109,7 +109,8 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     try:
         outcome = localrun.run_local(objects, jobs=args.job or None, timeout=args.timeout or None,
                                      run_root=args.run_dir, max_grace=args.grace, echo_logs=not args.quiet,
-                                     verbose=args.verbose, disruptions=args.disrupt)
+                                     verbose=args.verbose, disruptions=args.disrupt, admissions=args.admit,
+                                     resizes=args.resize)
     except localrun.PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return localrun.EXIT_USAGE
@@ -198,6 +199,12 @@ def parser() -> argparse.ArgumentParser:
                    help="evict the pod with this hostname as a preemption would (condition DisruptionTarget), "
                         "WHEN seconds after its containers start, or once it prints TEXT (POD@output:TEXT); "
                         "repeatable")
+    p.add_argument("--admit", action="append", default=[], metavar="JOB=N",
+                   help="run only the first N indexes of this Indexed Job, as Kueue admits part of it; repeatable")
+    p.add_argument("--resize", action="append", default=[], metavar="JOB=N@WHEN",
+                   help="set this running Indexed Job's parallelism and completions to N, as scaling an elastic "
+                        "Job does, WHEN seconds after it starts or once one of its pods prints TEXT "
+                        "(JOB=N@output:TEXT); a Job's resizes apply in the order given; repeatable")
     p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
     p.add_argument("--verbose", action="store_true",
                    help="echo every line, with sshd's connection messages and known harmless messages")
