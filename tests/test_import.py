@@ -20,7 +20,7 @@ import trainjobs
 from trainjobs.core.pipeline import derive
 from trainjobs.families.torch import TORCH, TorchTrainJobArgs
 from trainjobs.tools.cli.main import main
-from trainjobs.tools.importer import ImportFailed, Imported, emit, import_files
+from trainjobs.tools.importer import Document, ImportFailed, Imported, emit, import_documents, import_files
 from trainjobs.tools.cli.podview import ObjectIndex, pod_view
 from trainjobs.tools.provider.server import TrainJobsProvider
 from trainjobs.tools.cli.render import kubernetes_objects
@@ -709,14 +709,33 @@ def test_the_master_and_3_workers_pytorchjob_gets_pet_nnodes_4_and_ranks_0_to_3(
     assert job.args["backoff_limit"] == 3 and "spec.runPolicy.cleanPodPolicy" in {n.path for n in job.findings.notes}
 
 
-def test_an_elastic_pytorchjob_is_named_as_not_expressible_and_imports_with_a_fixed_size_on_request():
+def test_an_elastic_pytorchjob_becomes_a_torch_job_with_its_node_range():
+    """v1's elasticPolicy is torchrun's node range over c10d: PET_NNODES=MIN:MAX, the Indexed Job sized for MAX,
+    v1's maxRestarts as PET_MAX_RESTARTS; torchrun, not the pod index, then gives the ranks."""
+    [job] = imported("v1-pytorch-elastic.yaml")
+    [pytorchjob] = source("v1-pytorch-elastic.yaml")
+    policy = pytorchjob["spec"]["elasticPolicy"]
+    assert (job.args["num_nodes"], job.args["min_nodes"], job.args["rendezvous"]) == (
+        policy["maxReplicas"], policy["minReplicas"], "c10d")
+    assert "torchrun" not in job.args   # python -m torch.distributed.run is torchrun
+    views = pods(objects_of(job), "echo-node-0")
+    assert len(views) == policy["maxReplicas"]
+    for view in views:
+        env = view.containers[0].env
+        assert env["PET_NNODES"] == f"{policy['minReplicas']}:{policy['maxReplicas']}"   # as v1 set it
+        assert env["PET_MAX_RESTARTS"] == str(policy["maxRestarts"])
+        assert env["PET_RDZV_BACKEND"] == "c10d" and "PET_NODE_RANK" not in env
+    assert "spec.elasticPolicy.minReplicas" in {n.path for n in job.findings.notes}
+    assert job.findings.unexpressed == []
+
+
+def test_what_an_elastic_policy_cannot_carry_is_named():
+    [pytorchjob] = source("v1-pytorch-elastic.yaml")
+    pytorchjob["spec"]["elasticPolicy"].update(rdzvBackend="etcd", metrics=[{"type": "Resource"}])
     with pytest.raises(ImportFailed) as failed:
-        imported("v1-pytorch-elastic.yaml")
-    [problem] = failed.value.problems
-    assert ": spec.elasticPolicy: cannot be expressed: an elastic node range (minReplicas 1, maxReplicas 3" in problem
-    [job] = imported("v1-pytorch-elastic.yaml", allow_dropped=True)
-    assert job.args["num_nodes"] == 2 and "torchrun" not in job.args   # python -m torch.distributed.run is torchrun
-    assert [f.path for f in job.findings.unexpressed] == ["spec.elasticPolicy"]
+        import_documents([Document("elastic.yaml", 0, pytorchjob)])
+    assert sorted(p.split(": ")[2] for p in failed.value.problems) == ["spec.elasticPolicy.metrics",
+                                                                       "spec.elasticPolicy.rdzvBackend"]
 
 
 def test_a_v1_mpijob_reaches_its_workers_by_ssh_and_says_so():

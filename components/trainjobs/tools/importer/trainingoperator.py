@@ -116,23 +116,57 @@ def _words(fields: dict[str, Any]) -> str:
 def _unbuffered(args: dict[str, Any], findings: Findings, path: str) -> None:
     """v1 gave every container PYTHONUNBUFFERED=1; the job keeps it as an env argument of the training
     container."""
-    env = args.get("env")
-    if isinstance(env, dict) or env is None:
-        args["env"] = {**(env or {}), "PYTHONUNBUFFERED": (env or {}).get("PYTHONUNBUFFERED", "1")}
-    elif not any(var.get("name") == "PYTHONUNBUFFERED" for var in env):
-        args["env"] = [*env, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    _env(args, "PYTHONUNBUFFERED", "1")
     findings.note(f"{path} PYTHONUNBUFFERED", "v1 set PYTHONUNBUFFERED=1 on every container; the job sets it as an "
                                               "env argument on the training container only")
 
 
 def _elastic_policy(elastic: dict[str, Any], args: dict[str, Any], findings: Findings) -> None:
-    """A PyTorchJob's elasticPolicy: the node range torchrun would rendezvous over (PET_NNODES=MIN:MAX, c10d).
+    """A PyTorchJob's elasticPolicy as the job's node range: torchrun rendezvouses over MIN:MAX pods through
+    c10d, on an Indexed Job sized for MAX (docs/failures.md, "Node ranges")."""
+    replicas = args.get("num_nodes")
+    most = elastic.get("maxReplicas") or replicas
+    least = elastic.get("minReplicas") or most
+    backend = elastic.get("rdzvBackend") or "c10d"
+    if backend != "c10d":
+        findings.cannot("spec.elasticPolicy.rdzvBackend", f"{backend}: the job's node range rendezvouses through "
+                                                          "torchrun's c10d on its first pod; an etcd rendezvous has no "
+                                                          "argument")
+    args["rendezvous"] = "c10d"
+    args["num_nodes"] = most
+    if least < most:
+        args["min_nodes"] = least
+    findings.note("spec.elasticPolicy.minReplicas", f"the job's node range is {least}:{most} (PET_NNODES), its "
+                                                    f"Indexed Job sized for {most} pods (v1 ran the {replicas} replicas "
+                                                    "given and let its HPA or a user resize them); under Kueue it "
+                                                    "starts with as few as the minimum (elastic_admission)")
+    if elastic.get("maxRestarts") is not None:
+        _env(args, "PET_MAX_RESTARTS", str(elastic["maxRestarts"]))
+    if elastic.get("rdzvConf"):
+        _env(args, "PET_RDZV_CONF", ",".join(f"{c.get('key')}={c.get('value')}" for c in elastic["rdzvConf"]))
+    for key in ("rdzvHost", "rdzvPort", "rdzvId"):
+        if elastic.get(key) is not None:
+            findings.note(f"spec.elasticPolicy.{key}", "derived: the rendezvous endpoint is the job's first pod, "
+                                                       "PET_RDZV_ENDPOINT=<job>-node-0-0.<job>:29500, and its id the "
+                                                       "job's name")
+    if elastic.get("standalone") is not None:
+        findings.note("spec.elasticPolicy.standalone", "not needed: a node range rendezvouses through c10d on the "
+                                                       "job's first pod (v1 set PET_STANDALONE to an empty value, "
+                                                       "which torchrun cannot parse)")
+    if elastic.get("metrics"):
+        findings.cannot("spec.elasticPolicy.metrics", "the HorizontalPodAutoscaler v1 made from these metrics has no "
+                                                      "equivalent: the job is resized by Kueue's elastic Jobs "
+                                                      '(elastic_admission "slices") or by changing its Job\'s '
+                                                      "parallelism")
 
-    Not expressible yet: the job runs a fixed num_nodes (the replicas given) with static rendezvous."""
-    findings.cannot("spec.elasticPolicy", f"an elastic node range (minReplicas {elastic.get('minReplicas')}, "
-                                          f"maxReplicas {elastic.get('maxReplicas')}, rendezvous "
-                                          f"{elastic.get('rdzvBackend') or 'c10d'}) has no argument; the job runs "
-                                          f"num_nodes {args.get('num_nodes')} pods with a fixed rendezvous")
+
+def _env(args: dict[str, Any], name: str, value: str) -> None:
+    """An env argument of the training container, kept if the source sets it already."""
+    env = args.get("env")
+    if isinstance(env, dict) or env is None:
+        args["env"] = {**(env or {}), name: (env or {}).get(name, value)}
+    elif not any(var.get("name") == name for var in env):
+        args["env"] = [*env, {"name": name, "value": value}]
 
 
 def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, args: dict[str, Any],
