@@ -5,6 +5,9 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STACK ?= dev
 # The oldest and the newest Python that requires-python admits; `make test` runs the fast suite on them too.
 OTHER_PYTHONS ?= 3.10 3.13
+# Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' worker mostly waits on
+# its pods, and the longest tests (the end-to-end suite, each other Python's suite) each keep one worker.
+TEST_WORKERS ?= 4
 OUT ?= rendered/$(STACK)
 
 .PHONY: render test bench clean
@@ -28,8 +31,7 @@ render: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	scripts/install-mermaid
-	$(PY) -m pytest $(PYTEST_ARGS)
-	scripts/test-other-pythons $(OTHER_PYTHONS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
 
 # About 13 minutes on a quiet 2-core machine (the launcher section needs root and sshd); not part of `make test`.
 # BENCH_ARGS="--only register" for one section, "--run-local" to add run-local vs bare torchrun and at 3 and 40

@@ -2,6 +2,39 @@ import pytest
 
 from trainjobs.testing import run
 
+# With parallel workers (`pytest -n N`, as `make test` runs the suite), the tests of one group run in one
+# worker, one after another. The end-to-end tests share the host (network namespaces, /run/trainjobs,
+# the pods' processes), and their leftover check counts what appears on the whole machine, the pod
+# holders test_host.py starts included. test_installed.py's tests share one build and install.
+ONE_WORKER = {"tests/e2e/": "host", "tests/localrun/test_host.py": "host", "tests/test_installed.py": "installed"}
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--other-pythons", default="", metavar="VERSIONS",
+                     help="also run the fast suite on these Pythons, e.g. '3.10 3.13', one test each "
+                          "(tests/test_other_pythons.py)")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """The other Pythons' suites first: the longest tests start first, so none is left to the end."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_other_pythons.py"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by scope, each group of ONE_WORKER one scope, the biggest sent first.
+
+    By path, not with xdist's `xdist_group` mark: on pytest 9.2 xdist loses that mark's groups
+    (pytest-dev/pytest-xdist#1386) and distributes the tests one by one.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((group for prefix, group in ONE_WORKER.items() if nodeid.startswith(prefix)), nodeid)
+
+    return Grouped(config, log)
+
 
 @pytest.fixture
 def render_job():
@@ -11,3 +44,31 @@ def render_job():
         return run(lambda: component_cls(name, args, **kwargs))
 
     return _render
+
+
+# --- the end-to-end suite's own duration ----------------------------------------------------------
+# Here, not in tests/e2e/conftest.py: with parallel workers (`pytest -n`) the process that prints the
+# summary collects no tests, so it loads only this conftest; the workers send it their reports.
+
+_e2e_reports: list = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.nodeid.startswith("tests/e2e/"):
+        _e2e_reports.append(report)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _e2e_reports:
+        return
+    start = min(r.start for r in _e2e_reports)
+    stop = max(r.stop for r in _e2e_reports)
+    calls = [r for r in _e2e_reports if r.when == "call"]
+    outcomes = {}
+    for r in _e2e_reports:
+        if r.when == "call" or r.outcome != "passed":
+            outcomes[r.nodeid] = r.outcome
+    counts = ", ".join(f"{sum(1 for o in outcomes.values() if o == k)} {k}"
+                       for k in ("passed", "failed", "skipped") if k in outcomes.values())
+    terminalreporter.write_sep("-", f"e2e suite: {len(outcomes)} tests ({counts}) in {stop - start:.1f}s "
+                                    f"(test calls {sum(r.duration for r in calls):.1f}s)")

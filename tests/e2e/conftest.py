@@ -6,7 +6,9 @@ xgboost in this environment. Without them the tests are skipped with the reason,
 what they need.
 
 After each test the machine must hold no network namespace, link, /etc/netns entry, run state or
-pod process that was not there before. The suite's own duration is reported at the end of the run.
+pod process that was not there before. Under parallel workers (`pytest -n`), they all run in one
+worker, one after another (tests/conftest.py). The suite's own duration is reported at the end of
+the run (tests/conftest.py).
 """
 
 import importlib.util
@@ -119,29 +121,3 @@ def _appeared(before: dict, after: dict) -> dict[str, list[str]]:
     """Per kind of host object, what exists now that did not before (a directory that is gone counts as empty)."""
     new = {key: sorted(set(after[key] or []) - set(before[key] or [])) for key in before}
     return {key: names for key, names in new.items() if names}
-
-
-# --- the suite's own duration -------------------------------------------------------------------
-
-_e2e_reports: list = []
-
-
-def pytest_runtest_logreport(report) -> None:
-    if report.nodeid.startswith("tests/e2e/"):
-        _e2e_reports.append(report)
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if not _e2e_reports:
-        return
-    start = min(r.start for r in _e2e_reports)
-    stop = max(r.stop for r in _e2e_reports)
-    calls = [r for r in _e2e_reports if r.when == "call"]
-    outcomes = {}
-    for r in _e2e_reports:
-        if r.when == "call" or r.outcome != "passed":
-            outcomes[r.nodeid] = r.outcome
-    counts = ", ".join(f"{sum(1 for o in outcomes.values() if o == k)} {k}"
-                       for k in ("passed", "failed", "skipped") if k in outcomes.values())
-    terminalreporter.write_sep("-", f"e2e suite: {len(outcomes)} tests ({counts}) in {stop - start:.1f}s "
-                                    f"(test calls {sum(r.duration for r in calls):.1f}s)")

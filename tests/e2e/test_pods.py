@@ -1,8 +1,10 @@
 """The pod emulation and Job semantics, with plain commands: no training framework involved."""
 
+import json
 import os
 import signal
 import time
+from pathlib import Path
 
 from e2e_support import PROGRAMS, finish, run_local, scaled, start_local
 
@@ -21,16 +23,34 @@ def wait_for(process, marker: str, count: int) -> list[str]:
     return seen
 
 
-def pod_processes() -> list[int]:
-    """PIDs of the hang stack's pod processes (`sleep 300`) on this machine."""
+def pod_processes(netns: list[str]) -> list[int]:
+    """PIDs of the hang stack's pod processes (`sleep 300`) in the network namespaces `netns` (one
+    run's pods): a `sleep 300` elsewhere on the machine, another run's or a shell's, is not one."""
+    from trainjobs.localrun.network import RUN_NETNS
+
+    namespaces = {os.stat(RUN_NETNS / name).st_ino for name in netns}
     found = []
     for pid in os.listdir("/proc"):
         try:
-            if pid.isdigit() and open(f"/proc/{pid}/cmdline", "rb").read() == b"sleep\x00300\x00":
+            if (pid.isdigit() and open(f"/proc/{pid}/cmdline", "rb").read() == b"sleep\x00300\x00"
+                    and os.stat(f"/proc/{pid}/ns/net").st_ino in namespaces):
                 found.append(int(pid))
         except OSError:
             pass
     return found
+
+
+def run_state(owner: int) -> Path:
+    """The state file of the run whose run-local is `owner` (other runs on the machine have their own)."""
+    from trainjobs.localrun.network import STATE_DIR
+
+    for path in STATE_DIR.glob("tj-*.json"):
+        try:
+            if json.loads(path.read_text())["owner"] == owner:
+                return path
+        except (OSError, ValueError):
+            pass  # another run's, just removed
+    raise AssertionError(f"no state file of run-local {owner} in {STATE_DIR}")
 
 
 def test_pods_see_names_env_volumes_and_each_other_and_two_runs_do_not_collide(tmp_path):
@@ -80,20 +100,25 @@ def test_ctrl_c_stops_every_pod_and_cleans_up(tmp_path):
 
 
 def test_a_killed_run_takes_its_pods_down_and_the_next_run_removes_its_network(tmp_path):
-    from trainjobs.localrun.network import STATE_DIR, sweep_stale
+    from trainjobs.localrun.network import sweep_stale
 
     process = start_local(PODS, "--stack", "hang", run_dir=tmp_path, limit=60)
     try:
         wait_for(process, " started", 2)
-        state = next(STATE_DIR.glob("tj-*.json"))
+        state = run_state(process.pid)
+        netns = json.loads(state.read_text())["netns"]
+        deadline = time.monotonic() + scaled(60)
+        while len(pod_processes(netns)) < 2 and time.monotonic() < deadline:   # each pod's shell execs sleep
+            time.sleep(0.2)
+        assert len(pod_processes(netns)) == 2
         process.kill()  # no chance to clean up
         process.wait()
         # Each pod's first process sees its pipe from run-local close and takes the pod down. The bound
         # is for a hang, not a speed: on a loaded machine this can take a while.
         deadline = time.monotonic() + scaled(60)
-        while pod_processes() and time.monotonic() < deadline:
+        while (left := pod_processes(netns)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not pod_processes(), "the pods' processes outlived their owner"
+        assert not left, "the pods' processes outlived their owner"
         assert state.exists()  # its network is still there until the next run
         assert state.stem in sweep_stale()
     finally:
