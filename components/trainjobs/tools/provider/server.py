@@ -36,7 +36,7 @@ from trainjobs.core.errors import TrainJobError
 from trainjobs.families import components
 from trainjobs.platform.namespace import TrainingNamespace
 from trainjobs.tools.provider import wire
-from trainjobs.tools.engine import _train_job_error
+from trainjobs.tools.engine import _quiet_about, _train_job_error
 
 JOB_COMPONENTS = tuple(components())
 COMPONENTS = (*JOB_COMPONENTS, TrainingNamespace)
@@ -155,6 +155,9 @@ class _Servicer(ProviderServicer):
             # it resolved (inside Pulumi's "While processing resource" errors).
             cause = _train_job_error(error)
             if isinstance(cause, TrainJobError):
+                # Returned to the engine: the other registrations that failed with it are not reported again
+                # when asyncio collects them (as "Future exception was never retrieved").
+                _quiet_about(cause)
                 raise cause from None
             raise
 
