@@ -13,12 +13,12 @@ the `backend` argument accepts the registered names, and its description lists t
 """
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from trainjobs.kube import requests
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.registry import Registry
 
 if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
     from trainjobs.core.errors import IssueCollector
@@ -174,31 +174,8 @@ class Backend(Protocol):
 
 BUILT_IN = ("jobs", "jobset")
 """This package's backend modules, in the order the `backend` argument's description lists them."""
-_REGISTRY: dict[str, Backend] = {}
-_loaded: list[bool] = []
-
-
-def register(name: str, instance: Backend) -> None:
-    """Make `instance` the backend named `name` (the value of the `backend` argument)."""
-    _REGISTRY[name] = instance
-
-
-def unregister(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
-
-def _backends() -> dict[str, Backend]:
-    """Every registered backend, this package's modules imported (and so registered) on first use."""
-    if not _loaded:
-        _loaded.append(True)
-        for module in BUILT_IN:
-            import_module(f"{__name__}.{module}")
-        # Built-in ones first, in BUILT_IN's order, whichever module was imported (and registered) first.
-        ordered = sorted(_REGISTRY.items(), key=lambda item: BUILT_IN.index(item[0]) if item[0] in BUILT_IN
-                         else len(BUILT_IN))
-        _REGISTRY.clear()
-        _REGISTRY.update(ordered)
-    return _REGISTRY
+_REGISTRY: Registry[Backend] = Registry(__name__, BUILT_IN)
+register, unregister, _backends = _REGISTRY.register, _REGISTRY.unregister, _REGISTRY.members
 
 
 def names() -> tuple[str, ...]:

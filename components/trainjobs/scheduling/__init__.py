@@ -23,11 +23,11 @@ exclusive placement) or to pod affinity. `multikueue` implies Kueue.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from trainjobs.kube.naming import shown
 from trainjobs.kube.requests import ClaimTemplates, total_requests
+from trainjobs.registry import Registry
 from trainjobs.scheduling import placement
 
 if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
@@ -119,31 +119,8 @@ class GangScheduler:
 
 BUILT_IN = ("kueue", "volcano", "coscheduling")
 """This package's scheduler modules, in the order the `gang_scheduler` argument's description lists them."""
-_REGISTRY: dict[str, GangScheduler] = {}
-_loaded: list[bool] = []
-
-
-def register(name: str, scheduler: GangScheduler) -> None:
-    """Make `scheduler` the one named `name` (a value of the `gang_scheduler` argument)."""
-    _REGISTRY[name] = scheduler
-
-
-def unregister(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
-
-def _schedulers() -> dict[str, GangScheduler]:
-    """Every registered scheduler, this package's modules imported (and so registered) on first use."""
-    if not _loaded:
-        _loaded.append(True)
-        for module in BUILT_IN:
-            import_module(f"{__name__}.{module}")
-        # Built-in ones first, in BUILT_IN's order, whichever module was imported (and registered) first.
-        ordered = sorted(_REGISTRY.items(), key=lambda item: BUILT_IN.index(item[0]) if item[0] in BUILT_IN
-                         else len(BUILT_IN))
-        _REGISTRY.clear()
-        _REGISTRY.update(ordered)
-    return _REGISTRY
+_REGISTRY: Registry[GangScheduler] = Registry(__name__, BUILT_IN)
+register, unregister, _schedulers = _REGISTRY.register, _REGISTRY.unregister, _REGISTRY.members
 
 
 def names() -> tuple[str, ...]:
