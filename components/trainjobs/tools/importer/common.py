@@ -123,6 +123,14 @@ def metadata_arguments(metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return args, labels, dict(metadata.get("annotations") or {})
 
 
+def checked_spec(findings: Findings, document: dict[str, Any], spec_fields: set[str], api: str) -> dict[str, Any]:
+    """The document's spec, its own and the document's fields that `api` does not define reported as unknown."""
+    spec = document.get("spec") or {}
+    check_keys(findings, document, {"apiVersion", "kind", "metadata", "spec", "status"}, "", api)
+    check_keys(findings, spec, spec_fields, "spec", api)
+    return spec
+
+
 def check_keys(findings: Findings, value: Any, known: set[str], path: str, api: str) -> None:
     """Keys of a mapping that `api` does not define, reported as unknown (for the parts of a source API
     that no published model describes)."""

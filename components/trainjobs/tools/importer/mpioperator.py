@@ -11,7 +11,7 @@ from typing import Any
 
 from trainjobs.core.errors import shown
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
-from trainjobs.tools.importer.common import (RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Findings, check_keys,
+from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Findings, check_keys,
                                              check_pod_template, entrypoint_command, metadata_arguments,
                                              note_restart_policy, pod_arguments, require, run_policy_arguments)
 
@@ -48,9 +48,7 @@ def _ssh_port(worker: dict[str, Any], findings: Findings, path: str) -> int | No
 def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, str, dict]:
     metadata = document.get("metadata") or {}
     name = metadata["name"]
-    spec = document.get("spec") or {}
-    check_keys(findings, document, {"apiVersion", "kind", "metadata", "spec", "status"}, "", API)
-    check_keys(findings, spec, SPEC_FIELDS, "spec", API)
+    spec = checked_spec(findings, document, SPEC_FIELDS, API)
     run_policy = spec.get("runPolicy") or {}
     check_keys(findings, run_policy, RUN_POLICY_FIELDS, "spec.runPolicy", API)
     scheduling = run_policy.get("schedulingPolicy") or {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
-from trainjobs.tools.importer.common import (RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Finding, Findings,
+from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Finding, Findings,
                                              check_keys, check_pod_template, entrypoint_command, metadata_arguments,
                                              note_restart_policy, pod_arguments, require, run_policy_arguments,
                                              same_template)
@@ -64,9 +64,7 @@ TRAINER_PORT = 29500
 def _check(document: dict[str, Any], kind: Kind, findings: Findings) -> dict[str, dict[str, Any]]:
     """Unknown fields, and the replica specs by role (v1 accepts role names in any case), each with its
     path in the source as `_path`."""
-    spec = document.get("spec") or {}
-    check_keys(findings, document, {"apiVersion", "kind", "metadata", "spec", "status"}, "", API)
-    check_keys(findings, spec, kind.spec_fields, "spec", API)
+    spec = checked_spec(findings, document, kind.spec_fields, API)
     run_policy = spec.get("runPolicy") or {}
     check_keys(findings, run_policy, RUN_POLICY_FIELDS, "spec.runPolicy", API)
     check_keys(findings, run_policy.get("schedulingPolicy") or {}, SCHEDULING_POLICY_FIELDS,

@@ -21,7 +21,7 @@ import shlex
 from typing import Any
 
 from trainjobs.core.errors import shown
-from trainjobs.tools.importer.common import (Findings, check_keys, check_pod_template, entrypoint_command,
+from trainjobs.tools.importer.common import (checked_spec, Findings, check_keys, check_pod_template, entrypoint_command,
                                              note_restart_policy, pod_arguments, require, same_template)
 
 API = "the v1alpha1 Volcano Job API"
@@ -119,9 +119,7 @@ def _without_port(pods: dict[str, Any], port: str) -> dict[str, Any]:
 def import_job(document: dict[str, Any], findings: Findings) -> tuple[str, str, dict]:
     metadata = document.get("metadata") or {}
     name = metadata["name"]
-    spec = document.get("spec") or {}
-    check_keys(findings, document, {"apiVersion", "kind", "metadata", "spec", "status"}, "", API)
-    check_keys(findings, spec, SPEC_FIELDS, "spec", API)
+    spec = checked_spec(findings, document, SPEC_FIELDS, API)
     plugins = spec.get("plugins") or {}
     check_keys(findings, plugins, PLUGINS, "spec.plugins", API)
     tasks = spec.get("tasks") or []
