@@ -13,6 +13,11 @@ another (the MPI launcher) once that one's pods are ready. `successPolicy` names
 completion completes the job. `failurePolicy.maxRestarts` restarts every child Job when one fails;
 a Job failed by a fatal exit code (podFailurePolicy FailJob) fails the JobSet at once.
 
+The JobSet's own labels and annotations stay on it (Kueue reads its queue labels there, Pulumi its await
+annotations); each replicated job's template carries its Job's, with exclusive placement on the training
+jobs alone: written on the JobSet, the controller would copy it onto every Job and pod, the initializers'
+too (`copies.COPIES`: what the controller copies where).
+
 `jobs_of` expands a JobSet into the Jobs its controller creates (names, labels, subdomain), for the
 API checks, per-pod views and local runs.
 """
@@ -25,6 +30,8 @@ from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, Workload
 from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
 from trainjobs.kube.naming import MAX_DNS_LABEL
 from . import Assembly, PodSet, jobs, register
+from .copies import (EXCLUSIVE_TOPOLOGY, JOB, METADATA_ANNOTATIONS, METADATA_LABELS, POD, TEMPLATE_ANNOTATIONS,
+                     TEMPLATE_LABELS, copied, reaches)
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -32,9 +39,6 @@ PREFIX = "jobset.sigs.k8s.io/"
 JOBSET_NAME = PREFIX + "jobset-name"
 REPLICATED_JOB = PREFIX + "replicatedjob-name"
 RESTART_ATTEMPT = PREFIX + "restart-attempt"
-# Exclusive placement: each child Job gets one domain of this node label to itself (the JobSet controller
-# copies it onto the Job and its pods; its pod webhook turns it into affinities and node selectors).
-EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 WAIT_FOR = "pulumi.com/waitFor"
 # What Pulumi waits for when the job waits for completion (pulumi-kubernetes' generic await).
 COMPLETED = "condition=Completed"
@@ -79,7 +83,10 @@ class JobSetBackend:
         name, args = workload.name, workload.args
         held = _in_start_order(_held(workload))
         first = workload.gang()[0]
-        annotations = dict(first.annotations)
+        # The job's own annotations, without those the controller would copy from the JobSet onto every child
+        # Job and pod (exclusive placement): they stay on the replicated jobs whose pods they are for.
+        annotations = {k: v for k, v in first.annotations.items()
+                       if not {JOB, POD} & set(reaches(KIND, METADATA_ANNOTATIONS, k))}
         if args.wait_for_completion:
             annotations[WAIT_FOR] = COMPLETED
         labels = {k: v for k, v in first.labels.items() if k not in (LABEL_ROLE, "app.kubernetes.io/component")}
@@ -190,7 +197,8 @@ def _failure_policy(workload: Workload, held: list[PodSetSpec]) -> dict[str, Any
 
 def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]]:
     """The Jobs the JobSet controller creates, as it labels and annotates them and their pods
-    (`constructJob`, `labelAndAnnotateObject`); the JobSet's UID is unknown before it exists."""
+    (`constructJob`, `labelAndAnnotateObject`: what it copies is `copies.COPIES`); the JobSet's UID is
+    unknown before it exists."""
     name = jobset["metadata"]["name"]
     namespace = jobset["metadata"].get("namespace")
     spec = jobset["spec"]
@@ -215,12 +223,9 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
             job_spec = dict(template["spec"])
             pod_template = dict(job_spec["template"])
             pod_meta = pod_template.get("metadata") or {}
-            exclusive = {EXCLUSIVE_TOPOLOGY: value for value in
-                         ((jobset["metadata"].get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY),
-                          (meta.get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)) if value}
-            pod_template["metadata"] = {**pod_meta, "labels": {**(pod_meta.get("labels") or {}), **stamp},
-                                        "annotations": {**(pod_meta.get("annotations") or {}), **stamp,
-                                                        **exclusive}}
+            pod_template["metadata"] = {**pod_meta, **{field: {**(pod_meta.get(field) or {}), **stamp,
+                                                               **_copied_onto(POD, field, jobset, meta)}
+                                                       for field in ("labels", "annotations")}}
             pod_spec = dict(pod_template["spec"])
             if network.get("enableDNSHostnames", True):
                 pod_spec["subdomain"] = network.get("subdomain") or name
@@ -229,11 +234,20 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
             job_spec["completionMode"] = job_spec.get("completionMode", "Indexed")
             job_spec["suspend"] = bool(spec.get("suspend", False))
             job = {"apiVersion": "batch/v1", "kind": "Job",
-                   "metadata": metadata(job_name, namespace, {**(meta.get("labels") or {}), **stamp},
-                                        {**(meta.get("annotations") or {}), **stamp}),
+                   "metadata": metadata(job_name, namespace, {**_copied_onto(JOB, "labels", jobset, meta), **stamp},
+                                        {**_copied_onto(JOB, "annotations", jobset, meta), **stamp}),
                    "spec": job_spec}
             jobs.append(job)
     return jobs
+
+
+def _copied_onto(child: str, field: str, jobset: Mapping[str, Any], template_meta: Mapping[str, Any]) -> dict[str, str]:
+    """The `field` ("labels" or "annotations") the controller copies onto a child Job or its pods from the JobSet's
+    metadata and the replicated job's template metadata (which wins)."""
+    where = {"labels": (METADATA_LABELS, TEMPLATE_LABELS), "annotations": (METADATA_ANNOTATIONS, TEMPLATE_ANNOTATIONS)}
+    own, template = where[field]
+    return {**copied(KIND, own, jobset["metadata"].get(field), child),
+            **copied(KIND, template, template_meta.get(field), child)}
 
 
 def controller_service(jobset: Mapping[str, Any]) -> dict[str, Any] | None:
