@@ -220,3 +220,15 @@ def test_exclusive_placement_on_a_jobsets_own_metadata_reaches_every_job_and_pod
     assert job["metadata"]["annotations"][EXCLUSIVE_TOPOLOGY] == RACK
     assert job["spec"]["template"]["metadata"]["annotations"][EXCLUSIVE_TOPOLOGY] == RACK
 
+
+def test_the_ttl_moves_to_the_jobset():
+    """A child Job deleted by its own TTL while the JobSet runs would be made again by the controller."""
+    objects = render(TorchTuneTrainJob, {"runtime": "torchtune-llama3.2-1b", "backend": "jobset",
+                                         "ttl_seconds_after_finished": 600, "active_deadline_seconds": 7200})
+    (jobset,) = [o for o in objects if o["kind"] == "JobSet"]
+    assert jobset["spec"]["ttlSecondsAfterFinished"] == 600
+    specs = {rj["name"]: rj["template"]["spec"] for rj in jobset["spec"]["replicatedJobs"]}
+    assert [("ttlSecondsAfterFinished" in s, s.get("activeDeadlineSeconds")) for s in specs.values()] == [
+        (False, 7200)] * 3   # the deadline stays on each Job
+    jobs = render(TorchTuneTrainJob, {"runtime": "torchtune-llama3.2-1b", "ttl_seconds_after_finished": 600})
+    assert [o["spec"]["ttlSecondsAfterFinished"] for o in jobs if o["kind"] == "Job"] == [600, 600, 600]

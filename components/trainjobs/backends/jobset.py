@@ -11,7 +11,9 @@ job keeps its own (selecting the pods by the job's label, published before they 
 Start order is `dependsOn`: training after the initializers complete, a role the family starts after
 another (the MPI launcher) once that one's pods are ready. `successPolicy` names the roles whose
 completion completes the job. `failurePolicy.maxRestarts` restarts every child Job when one fails;
-a Job failed by a fatal exit code (podFailurePolicy FailJob) fails the JobSet at once.
+a Job failed by a fatal exit code (podFailurePolicy FailJob) fails the JobSet at once. The time to keep
+a finished job (`ttlSecondsAfterFinished`) is the JobSet's alone: the controller would create again a child
+Job its own TTL deleted while the JobSet runs.
 
 The JobSet's own labels and annotations stay on it (Kueue reads its queue labels there, Pulumi its await
 annotations); each replicated job's template carries its Job's, with exclusive placement on the training
@@ -49,6 +51,9 @@ FATAL_RULE = "fatal_exit_code"
 POD_FAILURE_POLICY = "PodFailurePolicy"
 # Annotations that tell Pulumi how to await an object: they move from the Jobs to the JobSet.
 _AWAIT_ANNOTATIONS = (SKIP_AWAIT, TIMEOUT_SECONDS)
+# Job fields that move to the JobSet: a child Job deleted by its own TTL while the JobSet runs (an initializer
+# done before training ends) would be created again by the controller (`constructJobsFromTemplate`), and run again.
+_MOVED_TO_JOBSET = ("ttlSecondsAfterFinished",)
 
 
 def child_job_name(jobset: str, replicated_job: str, index: int) -> str:
@@ -176,8 +181,8 @@ def _replicated(pod_set: PodSetSpec) -> dict[str, Any]:
     annotations = {k: v for k, v in pod_set.annotations.items() if k not in _AWAIT_ANNOTATIONS}
     if annotations:
         template_meta["annotations"] = annotations
-    entry: dict[str, Any] = {"name": pod_set.role, "replicas": 1,
-                             "template": {"metadata": template_meta, "spec": jobs.job_spec(pod_set)}}
+    spec = {k: v for k, v in jobs.job_spec(pod_set).items() if k not in _MOVED_TO_JOBSET}
+    entry: dict[str, Any] = {"name": pod_set.role, "replicas": 1, "template": {"metadata": template_meta, "spec": spec}}
     depends = _depends_on(pod_set)
     if depends:
         entry["dependsOn"] = depends
