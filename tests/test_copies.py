@@ -49,6 +49,8 @@ def variants(scheduler):
         "elastic": {**placement, **INITIALIZERS, "num_nodes": "2:4"},
         "elastic-slices": {**INITIALIZERS, "num_nodes": "2:4", "elastic_admission": "slices"},
         "multikueue": {**placement, **INITIALIZERS, **SHARED, "multikueue": True, "queue": "team"},
+        "multikueue-devices": {**INITIALIZERS, **SHARED, "multikueue": True, "queue": "team",
+                               "devices_per_node": [{"count": 1}]},
     }
 
 
