@@ -3,9 +3,11 @@ from an object's metadata onto the objects it creates.
 
 A key written on a JobSet's own metadata is not a key on the JobSet alone: its controller copies some keys
 onto every child Job and pod, the initializers' too. `COPIES` is the one table of what each controller
-copies from where to what, each rule cited from the controller's source; a kind and place the table
-lists no rule for is copied nowhere. `copied` applies it: the JobSet backend builds its controller's Jobs
-with it (`jobset.child_jobs`), and tests/test_copies.py walks every rendered object through it.
+copies from where to what, for the objects that run pods or group them (JobSet, Job, PodGroup), each rule
+cited from the controller's source; a place of theirs the table lists no rule for is copied nowhere. The
+job's other objects (Service, ConfigMap, Secret, claims) run no pods, and nothing copies their keys onto
+one. `copied` applies the table: the JobSet backend builds its controller's Jobs with it
+(`jobset.child_jobs`), and tests/test_copies.py walks every rendered object through it.
 
 The sources, at the commits whose CRDs the objects are checked against:
 - JobSet: kubernetes-sigs/jobset 08dfbdfd (v0.13.0-devel), `pkg/controllers/jobset_controller.go`:
@@ -13,13 +15,14 @@ The sources, at the commits whose CRDs the objects are checked against:
   `labelAndAnnotateObject`, applied to the Job and to its pod template, adds the controller's own keys
   and, from the JobSet's metadata or the replicated job's template metadata, only the exclusive
   placement keys.
-- Kubernetes' Job controller (`pkg/controller/job/job_controller.go`, `manageJob`): pods are made from
-  `spec.template` alone (with the completion index); nothing of the Job's own metadata reaches them.
+- Kubernetes v1.34, the Job controller (`pkg/controller/job/job_controller.go`, `manageJob`): pods are
+  made from `spec.template` alone (with the completion index); nothing of the Job's own metadata reaches
+  them.
 - Kueue: kubernetes-sigs/kueue ff69552e (v0.20.0-devel). It reads the queue and priority labels on the
-  Job or JobSet it admits; the Workload it makes copies only the Configuration's `labelKeysToCopy` (none by
-  default) and the `provreq.kueue.x-k8s.io/` annotations (`jobframework.NewWorkload`). MultiKueue copies the JobSet (its labels, annotations and spec,
-  `api.CloneObjectMetaForCreation` in `jobset_multikueue_adapter.go` `SyncJob`) and nothing else to
-  the worker cluster.
+  Job or JobSet it admits; the Workload it makes copies only the Configuration's `labelKeysToCopy` (none
+  by default) and the `provreq.kueue.x-k8s.io/` annotations (`jobframework.NewWorkload`). MultiKueue
+  copies the JobSet (its labels, annotations and spec: `api.CloneObjectMetaForCreation` in
+  `jobset_multikueue_adapter.go` `SyncJob`) and nothing else to the worker cluster.
 - Volcano: volcano-sh/volcano ed72c7c8 (v1.16.0-alpha.1), `pkg/controllers/podgroup/pg_controller_handler.go`:
   for a pod of its scheduler that names no group, `buildPodGroupFromPod` makes one for the pod's Job,
   inheriting the Job's `volcano.sh/` annotations (`inheritUpperAnnotations`, on by default). A PodGroup
