@@ -95,8 +95,7 @@ def pods_by_copy_rules(obj):
     meta = obj["metadata"]
     if obj["kind"] == "Job":
         template = obj["spec"]["template"]["metadata"]
-        own = {field: {**copies.copied("Job", f"metadata.{field}", meta.get(field), POD)}
-               for field in ("labels", "annotations")}
+        own = {field: copies.copied("Job", f"metadata.{field}", meta.get(field), POD) for field in ("labels", "annotations")}
         yield (template["labels"].get("trainjobs.io/role"), {**template["labels"], **own["labels"]},
                {**(template.get("annotations") or {}), **own["annotations"]})
     elif obj["kind"] == "JobSet":
