@@ -182,7 +182,8 @@ def _replicated(pod_set: PodSetSpec) -> dict[str, Any]:
     if annotations:
         template_meta["annotations"] = annotations
     spec = {k: v for k, v in jobs.job_spec(pod_set).items() if k not in _MOVED_TO_JOBSET}
-    entry: dict[str, Any] = {"name": pod_set.role, "replicas": 1, "template": {"metadata": template_meta, "spec": spec}}
+    entry: dict[str, Any] = {"name": pod_set.role, "replicas": 1,
+                             "template": {"metadata": template_meta, "spec": spec}}
     depends = _depends_on(pod_set)
     if depends:
         entry["dependsOn"] = depends
