@@ -35,7 +35,7 @@ def test_the_docs_run_their_claims():
     """README's platform program, the runtimes, the regenerate commands: the blocks that claim to run."""
     assert {(b.page.name, b.mode) for b in ALL if b.mode in ("run", "program", "test")} >= {
         ("README.md", "program"), ("components.md", "run"), ("contributing.md", "run"), ("languages.md", "run"),
-        ("testing.md", "test"), ("runs.md", "test")}
+        ("testing.md", "test"), ("runs.md", "test"), ("components.md", "test")}
 
 
 @pytest.mark.parametrize("block", executed("run", language="python"))

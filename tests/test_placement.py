@@ -298,6 +298,11 @@ REFUSED = [
      {**TORCH, **MULTIKUEUE, "extra_roles": {"tensorboard": {"image": "tb:1"}}}, "extra_roles.tensorboard"),
     ("multikueue is kueue's", TorchTrainJob, {**TORCH, **MULTIKUEUE, "gang_scheduler": "volcano"}, "multikueue"),
     ("multikueue needs a queue", TorchTrainJob, {**TORCH, "multikueue": True, "backend": "jobset"}, "queue"),
+    ("multikueue device claims", TorchTrainJob,
+     {**TORCH, **MULTIKUEUE, "resources_per_node": None, "devices_per_node": [{"count": 8}]}, "devices_per_node"),
+    ("multikueue initializer device claims", TorchTrainJob,
+     {**TORCH, **MULTIKUEUE, "workspace_volume": {"nfs": {"server": "nfs.example.com", "path": "/ws"}},
+      "dataset_initializer": {"storage_uri": "hf://org/data", "devices": [{"count": 1}]}}, "dataset_initializer.devices"),
 ]
 
 
@@ -321,6 +326,18 @@ def test_the_mpi_refusal_says_what_multikueue_leaves_behind():
         MpiTrainJob("llm", {**MPI, **MULTIKUEUE})
     (message,) = [i.message for i in caught.value.issues if i.field == "multikueue"]
     assert "Secret llm-mpi-ssh-auth and ConfigMap llm-mpi-hostfile" in message
+
+
+def test_the_device_claim_refusal_names_the_template_multikueue_leaves_behind_and_the_fix():
+    with pytest.raises(TrainJobError) as caught:
+        TorchTrainJob("llm", {"image": "t:1", "num_nodes": 2, **MULTIKUEUE, "devices_per_node": [{"count": 8}]})
+    (message,) = [i.message for i in caught.value.issues if i.field == "devices_per_node"]
+    assert "ResourceClaimTemplate llm-node-devices, which MultiKueue does not copy to the worker cluster" in message
+    assert "as a device resource in resources_per_node" in message
+    # Without multikueue the same job renders, with its claim template.
+    objects = rendered(TorchTrainJob, {"image": "t:1", "num_nodes": 2, "backend": "jobset", "gang_scheduler": "kueue",
+                                       "queue": "team-llm", "devices_per_node": [{"count": 8}]})
+    assert [o["metadata"]["name"] for o in kind(objects, "ResourceClaimTemplate")] == ["llm-node-devices"]
 
 
 def test_placement_is_a_typed_argument():

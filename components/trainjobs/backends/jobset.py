@@ -11,7 +11,14 @@ job keeps its own (selecting the pods by the job's label, published before they 
 Start order is `dependsOn`: training after the initializers complete, a role the family starts after
 another (the MPI launcher) once that one's pods are ready. `successPolicy` names the roles whose
 completion completes the job. `failurePolicy.maxRestarts` restarts every child Job when one fails;
-a Job failed by a fatal exit code (podFailurePolicy FailJob) fails the JobSet at once.
+a Job failed by a fatal exit code (podFailurePolicy FailJob) fails the JobSet at once. The time to keep
+a finished job (`ttlSecondsAfterFinished`) is the JobSet's alone: the controller would create again a child
+Job its own TTL deleted while the JobSet runs.
+
+The JobSet's own labels and annotations stay on it (Kueue reads its queue labels there, Pulumi its await
+annotations); each replicated job's template carries its Job's, with exclusive placement on the training
+jobs alone: written on the JobSet, the controller would copy it onto every Job and pod, the initializers'
+too (`copies.COPIES`: what the controller copies where).
 
 `jobs_of` expands a JobSet into the Jobs its controller creates (names, labels, subdomain), for the
 API checks, per-pod views and local runs.
@@ -25,6 +32,8 @@ from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, Workload
 from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
 from trainjobs.kube.naming import MAX_DNS_LABEL
 from . import Assembly, PodSet, jobs, register
+from .copies import (EXCLUSIVE_TOPOLOGY, JOB, METADATA_ANNOTATIONS, METADATA_LABELS, POD, TEMPLATE_ANNOTATIONS,
+                     TEMPLATE_LABELS, copied, reaches)
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -32,9 +41,6 @@ PREFIX = "jobset.sigs.k8s.io/"
 JOBSET_NAME = PREFIX + "jobset-name"
 REPLICATED_JOB = PREFIX + "replicatedjob-name"
 RESTART_ATTEMPT = PREFIX + "restart-attempt"
-# Exclusive placement: each child Job gets one domain of this node label to itself (the JobSet controller
-# copies it onto the Job and its pods; its pod webhook turns it into affinities and node selectors).
-EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 WAIT_FOR = "pulumi.com/waitFor"
 # What Pulumi waits for when the job waits for completion (pulumi-kubernetes' generic await).
 COMPLETED = "condition=Completed"
@@ -45,6 +51,9 @@ FATAL_RULE = "fatal_exit_code"
 POD_FAILURE_POLICY = "PodFailurePolicy"
 # Annotations that tell Pulumi how to await an object: they move from the Jobs to the JobSet.
 _AWAIT_ANNOTATIONS = (SKIP_AWAIT, TIMEOUT_SECONDS)
+# Job fields that move to the JobSet: a child Job deleted by its own TTL while the JobSet runs (an initializer
+# done before training ends) would be created again by the controller (`constructJobsFromTemplate`), and run again.
+_MOVED_TO_JOBSET = ("ttlSecondsAfterFinished",)
 
 
 def child_job_name(jobset: str, replicated_job: str, index: int) -> str:
@@ -79,7 +88,10 @@ class JobSetBackend:
         name, args = workload.name, workload.args
         held = _in_start_order(_held(workload))
         first = workload.gang()[0]
-        annotations = dict(first.annotations)
+        # The job's own annotations, without those the controller would copy from the JobSet onto every child
+        # Job and pod (exclusive placement): they stay on the replicated jobs whose pods they are for.
+        annotations = {k: v for k, v in first.annotations.items()
+                       if not {JOB, POD} & set(reaches(KIND, METADATA_ANNOTATIONS, k))}
         if args.wait_for_completion:
             annotations[WAIT_FOR] = COMPLETED
         labels = {k: v for k, v in first.labels.items() if k not in (LABEL_ROLE, "app.kubernetes.io/component")}
@@ -169,8 +181,9 @@ def _replicated(pod_set: PodSetSpec) -> dict[str, Any]:
     annotations = {k: v for k, v in pod_set.annotations.items() if k not in _AWAIT_ANNOTATIONS}
     if annotations:
         template_meta["annotations"] = annotations
+    spec = {k: v for k, v in jobs.job_spec(pod_set).items() if k not in _MOVED_TO_JOBSET}
     entry: dict[str, Any] = {"name": pod_set.role, "replicas": 1,
-                             "template": {"metadata": template_meta, "spec": jobs.job_spec(pod_set)}}
+                             "template": {"metadata": template_meta, "spec": spec}}
     depends = _depends_on(pod_set)
     if depends:
         entry["dependsOn"] = depends
@@ -190,7 +203,8 @@ def _failure_policy(workload: Workload, held: list[PodSetSpec]) -> dict[str, Any
 
 def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]]:
     """The Jobs the JobSet controller creates, as it labels and annotates them and their pods
-    (`constructJob`, `labelAndAnnotateObject`); the JobSet's UID is unknown before it exists."""
+    (`constructJob`, `labelAndAnnotateObject`: what it copies is `copies.COPIES`); the JobSet's UID is
+    unknown before it exists."""
     name = jobset["metadata"]["name"]
     namespace = jobset["metadata"].get("namespace")
     spec = jobset["spec"]
@@ -215,12 +229,9 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
             job_spec = dict(template["spec"])
             pod_template = dict(job_spec["template"])
             pod_meta = pod_template.get("metadata") or {}
-            exclusive = {EXCLUSIVE_TOPOLOGY: value for value in
-                         ((jobset["metadata"].get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY),
-                          (meta.get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)) if value}
-            pod_template["metadata"] = {**pod_meta, "labels": {**(pod_meta.get("labels") or {}), **stamp},
-                                        "annotations": {**(pod_meta.get("annotations") or {}), **stamp,
-                                                        **exclusive}}
+            pod_template["metadata"] = {**pod_meta, **{field: {**(pod_meta.get(field) or {}), **stamp,
+                                                               **_copied_onto(POD, field, jobset, meta)}
+                                                       for field in ("labels", "annotations")}}
             pod_spec = dict(pod_template["spec"])
             if network.get("enableDNSHostnames", True):
                 pod_spec["subdomain"] = network.get("subdomain") or name
@@ -229,11 +240,20 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
             job_spec["completionMode"] = job_spec.get("completionMode", "Indexed")
             job_spec["suspend"] = bool(spec.get("suspend", False))
             job = {"apiVersion": "batch/v1", "kind": "Job",
-                   "metadata": metadata(job_name, namespace, {**(meta.get("labels") or {}), **stamp},
-                                        {**(meta.get("annotations") or {}), **stamp}),
+                   "metadata": metadata(job_name, namespace, {**_copied_onto(JOB, "labels", jobset, meta), **stamp},
+                                        {**_copied_onto(JOB, "annotations", jobset, meta), **stamp}),
                    "spec": job_spec}
             jobs.append(job)
     return jobs
+
+
+def _copied_onto(child: str, field: str, jobset: Mapping[str, Any], template_meta: Mapping[str, Any]) -> dict[str, str]:
+    """The `field` ("labels" or "annotations") the controller copies onto a child Job or its pods from the JobSet's
+    metadata and the replicated job's template metadata (which wins)."""
+    where = {"labels": (METADATA_LABELS, TEMPLATE_LABELS), "annotations": (METADATA_ANNOTATIONS, TEMPLATE_ANNOTATIONS)}
+    own, template = where[field]
+    return {**copied(KIND, own, jobset["metadata"].get(field), child),
+            **copied(KIND, template, template_meta.get(field), child)}
 
 
 def controller_service(jobset: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -19,6 +19,8 @@ WORKSPACE = "/workspace"
 WORKSPACE_VOLUME = "initializer"
 MARKER_DIR = f"{WORKSPACE}/.trainjobs"
 INITIALIZER_ROLES = ("dataset-initializer", "model-initializer")
+INITIALIZER_ARGUMENTS = dict(zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")))
+"""Each initializer role's argument."""
 WORKSPACE_ROLE = "workspace"
 # Kubeflow Trainer's initializer images, used when neither the runtime nor the job gives one.
 INITIALIZER_IMAGES = {"dataset-initializer": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0",
@@ -67,7 +69,7 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
     and an unchanged one is not re-awaited.
     """
     configured = {}
-    for role, field_name in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")):
+    for role, field_name in INITIALIZER_ARGUMENTS.items():
         base, top = getattr(runtime, field_name), getattr(args, field_name)
         if base is None and top is None:
             continue
@@ -134,8 +136,8 @@ def initializers(name: str, args: TrainJobArgs, runtime: TrainingRuntime, issues
         pod_sets.append(pod_set(name, role, 1, spec.model_copy(update={"shm_size": "0"}), done, runtime, own,
                                 extra_volumes=[volume], init_containers=[work]))
         markers.append(marker)
-    specs = tuple((role, field_name, configured[role]) for role, field_name
-                  in zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")) if role in configured)
+    specs = tuple((role, field_name, configured[role]) for role, field_name in INITIALIZER_ARGUMENTS.items()
+                  if role in configured)
     return InitializerSetup(tuple(manifests), tuple(pod_sets), volume, mount, tuple(markers),
                             args.initializer_timeout_seconds, specs)
 

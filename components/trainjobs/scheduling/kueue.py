@@ -22,13 +22,17 @@ grouped (`podset-group-name`) so they share one domain; Kueue groups exactly two
 
 With `multikueue`, the JobSet is dispatched to a worker cluster: it carries `spec.managedBy` explicitly
 (Kueue's webhook would default it, and the field is immutable), and the job registers no Service, since
-the JobSet controller on the worker creates it. What MultiKueue would leave behind is refused.
+the JobSet controller on the worker creates it. What MultiKueue would leave behind is refused: the
+objects beside the JobSet that the pods read (the MPI Secret and ConfigMap, the workspace PVC, the
+ResourceClaimTemplates of device claims).
 """
 
 from typing import Any, Iterable, Mapping
 
 from trainjobs.core.args import ElasticAdmission, TrainJobArgs
 from trainjobs.core.errors import IssueCollector, shown
+from trainjobs.core.initializers import INITIALIZER_ARGUMENTS
+from trainjobs.core.podsets import PodSetSpec
 from trainjobs.kube.naming import labelled_name_problem
 from trainjobs.scheduling import Gang, GangScheduler, Reads, register, set_labels
 
@@ -221,12 +225,27 @@ def _dispatch(gang: Gang) -> None:
         issues.add("multikueue", f"the pods need {' and '.join(left)}, which MultiKueue does not copy to the worker "
                                  "cluster (it copies only the JobSet): run the job on its cluster without multikueue "
                                  "(docs/scheduling.md#multikueue)")
+    for pod_set in (p for p in workload.pod_sets if p.claim_template and not p.separate):
+        devices, resources = _device_arguments(pod_set)
+        issues.add(devices, f"the {pod_set.role} pods claim devices from the ResourceClaimTemplate "
+                            f"{pod_set.claim_template['metadata']['name']}, which MultiKueue does not copy to the "
+                            "worker cluster (it copies only the JobSet), so they would never start there: ask for "
+                            f"them as a device resource in {resources} (limits such as nvidia.com/gpu) instead of "
+                            f"{devices} (set it to [] to drop a runtime's), or remove multikueue")
     for claim in (o for o in workload.needs if o.get("kind") == "PersistentVolumeClaim"):
         issues.add("workspace_volume", f"the initializers' workspace is the PVC {claim['metadata']['name']}, which "
                                        "MultiKueue does not copy to the worker cluster: set workspace_volume to storage "
                                        "every worker cluster mounts alike (e.g. {nfs: {server, path}})")
     workload.managed_by = MULTIKUEUE
     workload.service = False   # the JobSet controller's, named after network.subdomain, on the worker
+
+
+def _device_arguments(pod_set: PodSetSpec) -> tuple[str, str]:
+    """The arguments behind a pod set's devices and its device resources: the training pods' or an initializer's."""
+    if pod_set.gang:
+        return "devices_per_node", "resources_per_node"
+    argument = INITIALIZER_ARGUMENTS[pod_set.role]
+    return f"{argument}.devices", f"{argument}.resources"
 
 
 register("kueue", Kueue())

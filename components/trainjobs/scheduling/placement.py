@@ -10,6 +10,7 @@ tiers, so those are refused.
 
 from typing import TYPE_CHECKING, Any
 
+from trainjobs.backends.copies import EXCLUSIVE_TOPOLOGY
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ def _pod_affinity(pod_set: "PodSetSpec", name: str, roles: list[str]) -> None:
 
 def placed_unscheduled(pod_set: "PodSet") -> str | None:
     """JobSet's exclusive placement or the job's pod affinity, read from the pods' template."""
-    from trainjobs.backends.jobset import EXCLUSIVE_TOPOLOGY   # the read side of the backend's annotation
-
     annotations = (pod_set.template.get("metadata") or {}).get("annotations") or {}
     if annotations.get(EXCLUSIVE_TOPOLOGY):
         return f"exclusive {annotations[EXCLUSIVE_TOPOLOGY]} (JobSet)"
