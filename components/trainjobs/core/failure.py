@@ -20,11 +20,9 @@ from trainjobs.core.args import FailurePolicy, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.podsets import PodSetSpec
 
-__all__ = ["IMMUTABLE_PATHS", "apply_failure_policy", "check_failure_policy", "policy_of"]
+__all__ = ["apply_failure_policy", "check_failure_policy", "policy_of"]
 
 DEFAULT_POLICY = FailurePolicy()
-# Job fields the API server refuses to change; pulumi-kubernetes does not replace a Job for them by itself.
-IMMUTABLE_PATHS = ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
 DISRUPTION = {"type": "DisruptionTarget", "status": "True"}
 
 
