@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trainjobs
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.families.torch import TORCH, TorchTrainJobArgs
 from trainjobs.tools.cli.main import main
 from trainjobs.tools.importer import Document, ImportFailed, Imported, emit, import_documents, import_files

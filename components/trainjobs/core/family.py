@@ -1,4 +1,4 @@
-"""What a framework family declares, for the core to drive (see trainjobs.core.pipeline.derive).
+"""What a framework family declares, for the core to drive (see trainjobs.pipeline.pipeline.derive).
 
 A family is one module: a `Family` subclass that says what the family reserves (env names, role
 names), what it checks, its training roles and the env each gets, its extra objects and its outputs,

@@ -1,7 +1,7 @@
 """A job's pods before any object holds them: the write side of the pod-set model.
 
 As Kubeflow Trainer's runtime framework builds its pod sets before a JobSet exists, the pipeline
-(trainjobs.core.pipeline) describes every role's pods as a `PodSetSpec`: the role, how many pods, their
+(trainjobs.pipeline.pipeline) describes every role's pods as a `PodSetSpec`: the role, how many pods, their
 pod template and the Job-level rules they run under (completion mode, backoff, failure policy), when
 they start (after which role is Ready or Complete), whether they belong to the gang, and whether
 their completion completes the job. Families declare their roles (trainjobs.core.family.TrainingRole)
