@@ -6,7 +6,7 @@ from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob,
                        TrainJobError, XGBoostTrainJob)
 from trainjobs.backends.jobset import child_jobs
 from trainjobs.testing import run
-from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.podview import ObjectIndex, pod_view
 from trainjobs.tools.cli.render import kubernetes_objects
 
 INITIALIZERS = {"dataset_initializer": {"storage_uri": "hf://tatsu-lab/alpaca"},

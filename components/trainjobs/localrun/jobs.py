@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from trainjobs.tools.cli.podview import ObjectIndex
+from trainjobs.tools.podview import ObjectIndex
 from .jobsets import Disruption, jobset_runs
 from .network import Network
 from .output import Filter

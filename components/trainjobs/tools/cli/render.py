@@ -21,7 +21,7 @@ from trainjobs.scheduling import placement_of
 from trainjobs.kube import requests
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
-from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
+from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 from trainjobs.tools.cli.runs import run_changes
 from trainjobs.tools.cli.summary import SUMMARY_FILE, pods_text, summary
