@@ -21,7 +21,7 @@ from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
 from trainjobs.registry import BACKENDS
 
-if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+if TYPE_CHECKING:   # for annotations only
     from trainjobs.core.errors import IssueCollector
     from trainjobs.core.podsets import PodSetSpec, Workload
 

@@ -33,7 +33,7 @@ from trainjobs.scheduling import schedule
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
 
-# Roles the core itself names objects after, in every job.
+# Roles the pipeline itself names objects after, in every job.
 CORE_ROLES = (SERVICE_ROLE, WORKSPACE_ROLE, *INITIALIZER_ROLES)
 
 

@@ -30,7 +30,7 @@ from trainjobs.kube.requests import ClaimTemplates, total_requests
 from trainjobs.registry import GANG_SCHEDULERS
 from trainjobs.scheduling import placement
 
-if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+if TYPE_CHECKING:   # for annotations only
     from trainjobs.backends import Backend, PodSet
     from trainjobs.core.args import TrainJobArgs
     from trainjobs.core.errors import IssueCollector
