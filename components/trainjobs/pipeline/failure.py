@@ -1,6 +1,6 @@
 """A job's failure policy as Job fields: podFailurePolicy rules, backoffLimitPerIndex, maxFailedIndexes.
 
-The core applies it to every pod set of a job, whatever the family, before a backend builds them. Rules match in order, the first wins:
+The pipeline applies it to every pod set of a job, whatever the family, before a backend builds them. Rules match in order, the first wins:
 
 1. a pod with the DisruptionTarget condition (preempted, evicted by a drain, its spot node reclaimed) is
    ignored (action Ignore): the Job replaces it without counting a failure, unless count_disruptions;

@@ -1,7 +1,7 @@
 """The pipeline every job goes through, driven once for every family (see trainjobs.core.family).
 
 Nothing here knows a framework: a family declares its roles, env, checks, objects and outputs; the
-core adds what every job has (headless Service, initializers, extra roles, override fields), runs
+pipeline adds what every job has (headless Service, initializers, extra roles, override fields), runs
 the checks every job needs, checks every derived object against the API server's rules, and raises
 every problem at once, naming the argument behind each, before anything registers.
 """
