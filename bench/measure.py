@@ -27,7 +27,7 @@ from trainjobs.testing import run  # noqa: E402
 
 import registration  # noqa: E402
 
-# The families whose pure derivation is measured, by component class: `trainjobs.core.pipeline.derive` turns
+# The families whose pure derivation is measured, by component class: `trainjobs.pipeline.pipeline.derive` turns
 # the class's parsed arguments into manifests with its family, as the component does before registering.
 DERIVE: dict[str, str] = {"torch": "TorchTrainJob", "mpi": "MpiTrainJob", "jax": "JaxTrainJob"}
 DERIVE_ARGS = {
@@ -115,7 +115,7 @@ def _per_call(call: Callable[[], Any], budget: float = 0.1, samples: int = 5) ->
 
 
 def derive(family: str, sizes: list[int]) -> None:
-    from trainjobs.core.pipeline import derive as derive_manifests   # here: the other sections also run on older checkouts
+    from trainjobs.pipeline.pipeline import derive as derive_manifests   # here: the other sections also run on older checkouts
     component = getattr(trainjobs, DERIVE[family])
     for nodes in sizes:
         args = component.args_type.model_validate({**DERIVE_ARGS[family], "num_nodes": nodes})

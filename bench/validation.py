@@ -14,7 +14,7 @@ import time
 
 from trainjobs.kube import apivalidation
 from trainjobs.core.args import parse_args
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.families.jax import JaxTrainJob
 from trainjobs.families.mpi import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob
 from trainjobs.families.torch import TorchTrainJob

@@ -34,7 +34,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 import trainjobs
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 
 HERE = Path(__file__).resolve().parent
 KINDS = [name for name in trainjobs.__all__ if name.endswith("TrainJob")]   # imported when a job uses one

@@ -6,7 +6,7 @@ from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob,
                        TrainJobError, XGBoostTrainJob)
 from trainjobs.backends.jobset import child_jobs
 from trainjobs.testing import run
-from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.podview import ObjectIndex, pod_view
 from trainjobs.tools.cli.render import kubernetes_objects
 
 INITIALIZERS = {"dataset_initializer": {"storage_uri": "hf://tatsu-lab/alpaca"},
@@ -183,7 +183,7 @@ def test_what_a_job_requests_is_the_same_under_both_backends():
               for b, s in stacks.items()}
     assert totals["jobset"] == totals["jobs"] and len(totals["jobs"]) == 1 and "in 3 pods" in totals["jobs"][0]
     from trainjobs.core.args import parse_args
-    from trainjobs.core.pipeline import derive
+    from trainjobs.pipeline.pipeline import derive
     family = TorchTrainJob.family
     outputs = {b: derive(family, "job", parse_args(family.component, "job", family.args_type, {**args, "backend": b}))
                .outputs for b in ("jobs", "jobset")}

@@ -10,7 +10,7 @@ from trainjobs import (DeviceRequest, MpiTrainJob, TorchTrainJob, TorchTrainJobA
                        XGBoostTrainJob)
 from trainjobs.backends import controller_jobs, total_requests
 from trainjobs.core.args import parse_args
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.kube import apivalidation
 from trainjobs.kube.requests import ClaimTemplates, pod_requests
 from trainjobs.testing import run

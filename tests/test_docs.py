@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import trainjobs
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 
 DOCS = (Path(__file__).resolve().parent.parent / "docs" / "arguments.md").read_text()
 DOCUMENTED = set(re.findall(r"`([a-z_]+)`", DOCS))

@@ -6,7 +6,7 @@ import pytest
 
 from trainjobs import TorchTrainJob, TorchTrainJobArgs, TrainJobError, XGBoostTrainJob
 from trainjobs.core.args import parse_args
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.testing import run
 from trainjobs.tools.cli.main import main
 

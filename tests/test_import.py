@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trainjobs
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.families.torch import TORCH, TorchTrainJobArgs
 from trainjobs.tools.cli.main import main
 from trainjobs.tools.importer import Document, ImportFailed, Imported, emit, import_documents, import_files
-from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.podview import ObjectIndex, pod_view
 from trainjobs.tools.provider.server import TrainJobsProvider
 from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run

@@ -12,10 +12,10 @@ import pytest
 import trainjobs
 from trainjobs import MpiTrainJob, TorchTrainJob, backends, scheduling
 from trainjobs.core.args import TrainJobArgs, parse_args
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.descriptions import field_description
 from trainjobs.core.errors import TrainJobError
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.families import FAMILIES, components
 from trainjobs.scheduling import Gang, GangScheduler, Reads, set_labels
 

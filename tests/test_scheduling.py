@@ -11,7 +11,7 @@ from trainjobs import (DeepSpeedTrainJob, JaxTrainJob, MlxTrainJob, MpiTrainJob,
                        TrainJobError, XGBoostTrainJob)
 from trainjobs.backends import controller_jobs
 from trainjobs.core.args import parse_args
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.testing import run
 from trainjobs.testing.checks import manifest_problems
 

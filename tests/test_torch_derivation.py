@@ -3,7 +3,7 @@
 import pytest
 
 from trainjobs import PodTemplate, Resources, TorchRuntime, TorchTrainJob, TorchTrainJobArgs
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.core.objects import gpu_count
 from trainjobs.families.torch import TORCH, resolve_num_proc_per_node
 from trainjobs.testing import run

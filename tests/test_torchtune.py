@@ -7,7 +7,7 @@ import pytest
 from trainjobs import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
                        TorchRuntime, TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
 from trainjobs.tools.cli.render import kubernetes_objects
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.testing import run
 from trainjobs.testing.checks import manifest_problems
 from trainjobs.families.torchtune import (TORCHTUNE, TorchTuneTrainJobArgs, model_from_runtime_name,

@@ -17,7 +17,7 @@ import pytest
 
 from trainjobs import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, PodTemplate,
                        TorchTuneRuntime, TorchTuneTrainJob, TrainJobError)
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.testing import run
 from trainjobs.families.torchtune import SUPPORTED_MODELS, TORCHTUNE, TORCHTUNE_CONFIGS, TorchTuneTrainJobArgs, TuneRun
 

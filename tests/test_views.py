@@ -3,7 +3,7 @@
 import pytest
 
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.tools.cli.podview import ObjectIndex, pod_view
+from trainjobs.tools.podview import ObjectIndex, pod_view
 from trainjobs.tools.cli.render import FULL_PODS_PER_JOB, PODS_AT_EACH_END, kubernetes_objects, ranks_text, shown
 from trainjobs.testing import run
 

@@ -32,7 +32,7 @@ def test_training_starts_only_after_the_initializers_wrote_their_files(tmp_path)
 
 def test_without_the_wait_the_trainers_would_not_find_the_data(tmp_path):
     """The control: the same stack with the wait removed from the rendering fails at once."""
-    prelude = ("from trainjobs.core import initializers\n"
+    prelude = ("from trainjobs.pipeline import initializers\n"
                "initializers.InitializerSetup.wait_container = lambda self, template: []\n")
     run = run_local(INIT, "--stack", "ordered", run_dir=tmp_path, limit=60,
                     python_prelude=prelude)

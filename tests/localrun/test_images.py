@@ -6,7 +6,7 @@ import pytest
 
 from trainjobs.localrun import images
 from trainjobs.localrun.plan import PlanError, pod_spec, select
-from trainjobs.tools.cli.podview import ObjectIndex
+from trainjobs.tools.podview import ObjectIndex
 from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run_program
 

@@ -7,7 +7,7 @@ import pytest
 
 from trainjobs import TorchTrainJob
 from trainjobs.localrun.plan import PlanError, pod_spec, select
-from trainjobs.tools.cli.podview import ObjectIndex
+from trainjobs.tools.podview import ObjectIndex
 from trainjobs.tools.cli.render import kubernetes_objects
 from trainjobs.testing import run, run_program
 
@@ -118,7 +118,7 @@ def test_pods_get_dns_names_only_through_a_headless_service_that_selects_them():
 
 
 def test_volume_files_keep_binary_content_and_modes():
-    from trainjobs.tools.cli.podview import volume_files
+    from trainjobs.tools.podview import volume_files
     index = ObjectIndex([
         {"kind": "Secret", "metadata": {"name": "s"}, "data": {"blob": "AP8Q"}, "stringData": {"text": "t"}},
         {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}, "binaryData": {"b": "AAE="}},

@@ -6,10 +6,11 @@ the objects it registers, with its own shapes and names. `jobs` registers one In
 set; `jobset` one JobSet whose controller creates the very same Jobs. Each backend also says what
 replaces its objects and reads its objects back into pod sets (`PodSet`) for every tool.
 
-One registry: `BUILT_IN` names this package's modules, each of which registers its backend by name when
-imported (`register`); they are imported when a backend is first looked up. A backend defined elsewhere
-(a test's) registers itself the same way. The core looks a backend up by name and knows none of them;
-the `backend` argument accepts the registered names, and its description lists them (`summaries`).
+One registry, `trainjobs.registry.BACKENDS`: it names this package's modules, each of which registers its
+backend by name when imported (`register`); they are imported when a backend is first looked up. A
+backend defined elsewhere (a test's) registers itself the same way. The pipeline looks a backend up by
+name and knows none of them; the `backend` argument accepts the registered names, and its description
+lists them (`summaries`).
 """
 
 from dataclasses import dataclass
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 from trainjobs.kube import requests
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
-from trainjobs.registry import Registry
+from trainjobs.registry import BACKENDS
 
-if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+if TYPE_CHECKING:   # for annotations only
     from trainjobs.core.errors import IssueCollector
     from trainjobs.core.podsets import PodSetSpec, Workload
 
@@ -172,19 +173,11 @@ class Backend(Protocol):
         """The pod sets `manifest` makes when it is this backend's object, else None."""
 
 
-BUILT_IN = ("jobs", "jobset")
-"""This package's backend modules, in the order the `backend` argument's description lists them."""
-_REGISTRY: Registry[Backend] = Registry(__name__, BUILT_IN)
-register, unregister, _backends = _REGISTRY.register, _REGISTRY.unregister, _REGISTRY.members
+register, unregister, names, summaries = BACKENDS.register, BACKENDS.unregister, BACKENDS.names, BACKENDS.summaries
 
 
-def names() -> tuple[str, ...]:
-    return tuple(_backends())
-
-
-def summaries() -> dict[str, str]:
-    """Each backend's name and what it registers, for the `backend` argument's description."""
-    return {name: instance.summary for name, instance in _backends().items()}
+def _backends() -> dict[str, Backend]:
+    return BACKENDS.members()
 
 
 def backend(name: str) -> Backend:

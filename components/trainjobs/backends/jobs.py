@@ -10,11 +10,14 @@ nothing restarts the other roles.
 from typing import Any, Iterable, Mapping
 
 from trainjobs.core.errors import IssueCollector
-from trainjobs.core.failure import IMMUTABLE_PATHS
 from trainjobs.core.naming import job_name
 from trainjobs.core.podsets import COMPLETE, PodSetSpec, Workload
 from trainjobs.kube.manifests import metadata
 from . import Assembly, PodSet, register
+
+# The Job fields of a failure policy, which the API server refuses to change; pulumi-kubernetes does not
+# replace a Job for them by itself.
+IMMUTABLE_PATHS = ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
 
 
 def job_spec(pod_set: PodSetSpec) -> dict[str, Any]:

@@ -1,3 +1,3 @@
-"""The pipeline every job goes through, and what all families share: typed arguments, the family
-interface, naming rules, initializers, extra roles, overrides, errors and the component that registers
-a plan."""
+"""The model every family, backend and gang scheduler reads, below all of them: typed arguments, the
+family interface, the pod sets, the objects built from the arguments, the job's names, placeholders,
+outputs and errors. The pipeline (trainjobs.pipeline) drives the plugins over it."""

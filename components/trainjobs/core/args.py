@@ -27,13 +27,13 @@ import pulumi
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trainjobs import backends, scheduling
 from trainjobs.core.descriptions import describe_choices
 from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.kube.naming import label_key_problem
 from trainjobs.kube.quantity import QuantityError, normalize_quantity, parse_quantity
 from trainjobs.kube.resources import DEFAULT_DEVICE_CLASS
 from trainjobs.kube.spread import spread_problems
+from trainjobs.registry import BACKENDS, GANG_SCHEDULERS
 
 DEFAULT_SHM_SIZE = "1Gi"
 INT32_MAX = 2**31 - 1
@@ -704,8 +704,8 @@ class CommonArgs(_PodFields):
     @field_validator("gang_scheduler")
     @classmethod
     def _known_gang_scheduler(cls, value: Any) -> Any:
-        if value is not None and value not in scheduling.names():
-            raise ValueError(f'unknown gang scheduler {shown(value)}: use one of {", ".join(scheduling.names())}, '
+        if value is not None and value not in GANG_SCHEDULERS.names():
+            raise ValueError(f'unknown gang scheduler {shown(value)}: use one of {", ".join(GANG_SCHEDULERS.names())}, '
                              "or leave it unset for none")
         return value
 
@@ -717,8 +717,8 @@ class CommonArgs(_PodFields):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: Any) -> Any:
-        if value is not None and value not in backends.names():
-            raise ValueError(f'unknown backend {shown(value)}: use one of {", ".join(backends.names())}')
+        if value is not None and value not in BACKENDS.names():
+            raise ValueError(f'unknown backend {shown(value)}: use one of {", ".join(BACKENDS.names())}')
         return value
 
     def template_overrides(self) -> PodTemplate:
@@ -742,8 +742,8 @@ class PlatformProfile(CommonArgs):
 
 
 # The values of these arguments are the registries' members; their descriptions list them.
-describe_choices("backend", backends.summaries)
-describe_choices("gang_scheduler", scheduling.summaries)
+describe_choices("backend", BACKENDS.summaries)
+describe_choices("gang_scheduler", GANG_SCHEDULERS.summaries)
 describe_choices("elastic_admission", lambda: ELASTIC_ADMISSIONS)
 
 

@@ -1,8 +1,8 @@
-"""What a framework family declares, for the core to drive (see trainjobs.core.pipeline.derive).
+"""What a framework family declares, for the pipeline to drive (see trainjobs.pipeline.pipeline.derive).
 
 A family is one module: a `Family` subclass that says what the family reserves (env names, role
 names), what it checks, its training roles and the env each gets, its extra objects and its outputs,
-plus the thin component class that names it. The core runs the same pipeline for every family, as
+plus the thin component class that names it. The pipeline runs the same steps for every family, as
 Kubeflow Trainer's runtime framework runs its plugins (Validate, EnforceMLPolicy, ComponentBuilder),
 and adds what every job has: the headless Service, initializers, extra roles, override fields, the
 checks on names and on every derived object.
@@ -62,7 +62,7 @@ class Family:
     Hooks run in this order: `roles` (the training roles: their templates, env and ports, which starts
     after which, which end the job), `check` (rules that need those roles), `objects` (extra objects such
     as a hostfile or a key Secret), `outputs`. Each gets the `Derivation` as `job`. A hook reports a
-    problem with `job.issues.add(argument, message)`; the core raises every problem at once, after all
+    problem with `job.issues.add(argument, message)`; the pipeline raises every problem at once, after all
     hooks ran, before anything registers. The core makes the roles pod sets; no family knows which
     backend or scheduler will take them.
     """
@@ -80,7 +80,7 @@ class Family:
         raise NotImplementedError
 
     def check(self, job: Derivation, roles: list[TrainingRole]) -> None:
-        """Rules of the family beyond what the core checks for every job."""
+        """Rules of the family beyond what the pipeline checks for every job."""
 
     def objects(self, job: Derivation, roles: list[TrainingRole]) -> list[dict[str, Any]]:
         """Extra objects of the job, registered before its Jobs."""

@@ -1,11 +1,11 @@
 """A job's pods before any object holds them: the write side of the pod-set model.
 
 As Kubeflow Trainer's runtime framework builds its pod sets before a JobSet exists, the pipeline
-(trainjobs.core.pipeline) describes every role's pods as a `PodSetSpec`: the role, how many pods, their
+(trainjobs.pipeline.pipeline) describes every role's pods as a `PodSetSpec`: the role, how many pods, their
 pod template and the Job-level rules they run under (completion mode, backoff, failure policy), when
 they start (after which role is Ready or Complete), whether they belong to the gang, and whether
 their completion completes the job. Families declare their roles (trainjobs.core.family.TrainingRole)
-and the core makes them pod sets; the failure policy, the override fields and the gang scheduler
+and the pipeline makes them pod sets; the failure policy, the override fields and the gang scheduler
 (trainjobs.scheduling) decorate the pod sets and the `Workload` around them; only then does the
 chosen backend (trainjobs.backends) materialize them, as Indexed Jobs or as one JobSet, with its own
 object shapes and names.

@@ -1,5 +1,5 @@
 """One module per framework family: what it reserves and checks, its roles and env, its extra objects
-and its outputs. The core drives them through the `Family` hooks and knows none of them.
+and its outputs. The pipeline drives them through the `Family` hooks and knows none of them.
 
 The registry: `FAMILIES` names each family module and the public names it exports, once. `trainjobs`
 imports a family's module when one of its names is first used (a program of torch jobs never loads

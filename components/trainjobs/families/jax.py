@@ -11,7 +11,7 @@ import pulumi
 from pydantic import Field, field_validator
 
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
 from trainjobs.core.objects import container, effective_template, template_env

@@ -27,7 +27,7 @@ from pydantic import Field, field_validator
 from trainjobs.kube.apivalidation import MAX_ENV_STRING
 from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
                                  shared_runtime)
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.errors import shown
 from trainjobs.core.deferred import GeneratedSSHKey, concat
 from trainjobs.core.family import Derivation, Family, TrainingRole

@@ -20,7 +20,7 @@ import pulumi
 from pydantic import Field, field_validator
 
 from trainjobs.core.args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
-from trainjobs.core.component import TrainJobComponent
+from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.core.objects import container, effective_template, gpu_count, template_env

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from .jobsets import Disruption
-from .jobs import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, LocalRun, RunResult
+from .run import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, LocalRun, RunResult
 from .network import sweep_stale
 from .plan import PlanError, select
 from .resize import Admission, Resize, resolve

@@ -3,7 +3,7 @@
 Pure: it reads the rendered objects only, starts nothing and needs no privileges, so every
 problem a run would hit late (a missing ConfigMap key, a container without a command, a volume
 kind that cannot be emulated) is reported before anything is created. Pod env, commands and
-volume files come from `trainjobs.tools.cli.podview`, which resolves them as the kubelet does.
+volume files come from `trainjobs.tools.podview`, which resolves them as the kubelet does.
 
 Nothing here knows a training framework: a Job is a Job, whatever its pods run.
 """
@@ -21,7 +21,7 @@ from trainjobs.backends import PodSet
 from trainjobs.backends.jobset import API_VERSION as JOBSET_API, KIND as JOBSET, controller_service
 from trainjobs.core.args import INT32_MAX
 from trainjobs.core.naming import CLUSTER_DOMAIN
-from trainjobs.tools.cli.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
+from trainjobs.tools.podview import (MissingVolumeSource, ObjectIndex, PodFacts, PodView, pod_view,
                                      volume_files)
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.requests import ClaimTemplates, format_quantity

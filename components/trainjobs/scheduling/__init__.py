@@ -5,9 +5,9 @@ this package decorates them: the pods' `schedulerName` and the registered object
 job, then, when `gang_scheduler` names one, that scheduler's labels, annotations and objects, so the pods
 that must run together are placed together. The backend then builds objects that carry them all.
 
-One registry: `BUILT_IN` names this package's modules, each of which registers its `GangScheduler` by
-name when imported (`register`); they are imported when a scheduler is first looked up, and one defined
-elsewhere registers itself the same way. The `gang_scheduler` argument accepts the registered names,
+One registry, `trainjobs.registry.GANG_SCHEDULERS`: it names this package's modules, each of which
+registers its `GangScheduler` by name when imported (`register`); they are imported when a scheduler is
+first looked up, and one defined elsewhere registers itself the same way. The `gang_scheduler` argument accepts the registered names,
 and its description lists them (`summaries`). Each declares the arguments it reads (`reads`), from which
 this package refuses an argument that no chosen scheduler reads; its own `check` refuses the rest.
 
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from trainjobs.kube.naming import shown
 from trainjobs.kube.requests import ClaimTemplates, total_requests
-from trainjobs.registry import Registry
+from trainjobs.registry import GANG_SCHEDULERS
 from trainjobs.scheduling import placement
 
-if TYPE_CHECKING:   # the core's types, for annotations only: the core imports this package
+if TYPE_CHECKING:   # for annotations only
     from trainjobs.backends import Backend, PodSet
     from trainjobs.core.args import TrainJobArgs
     from trainjobs.core.errors import IssueCollector
@@ -117,19 +117,12 @@ class GangScheduler:
         return None
 
 
-BUILT_IN = ("kueue", "volcano", "coscheduling")
-"""This package's scheduler modules, in the order the `gang_scheduler` argument's description lists them."""
-_REGISTRY: Registry[GangScheduler] = Registry(__name__, BUILT_IN)
-register, unregister, _schedulers = _REGISTRY.register, _REGISTRY.unregister, _REGISTRY.members
+register, unregister = GANG_SCHEDULERS.register, GANG_SCHEDULERS.unregister
+names, summaries = GANG_SCHEDULERS.names, GANG_SCHEDULERS.summaries
 
 
-def names() -> tuple[str, ...]:
-    return tuple(_schedulers())
-
-
-def summaries() -> dict[str, str]:
-    """Each scheduler's name and what it does with the gang, for the `gang_scheduler` argument's description."""
-    return {name: scheduler.summary for name, scheduler in _schedulers().items()}
+def _schedulers() -> dict[str, GangScheduler]:
+    return GANG_SCHEDULERS.members()
 
 
 def integration(name: str) -> GangScheduler:

@@ -8,9 +8,8 @@ YAML goes through libyaml when it is installed; the pure-Python dumper writes th
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
@@ -21,10 +20,10 @@ from trainjobs.scheduling import placement_of
 from trainjobs.kube import requests
 from trainjobs.kube.quantity import parse_quantity
 from trainjobs.kube.resources import is_gpu
-from trainjobs.tools.cli.podview import MountedFile, ObjectIndex, PodView, pod_view
+from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 from trainjobs.tools.cli.runs import run_changes
-from trainjobs.tools.cli.summary import SUMMARY_FILE, pods_text, summary
+from trainjobs.tools.cli.summary import SUMMARY_FILE, Changes, pods_text, sort_key, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
@@ -35,7 +34,6 @@ TREE_FILE = "tree.txt"
 FULL_PODS_PER_JOB = 16
 PODS_AT_EACH_END = 2
 _FIRST_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace")
-_KIND_ORDER = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "Job")
 
 # --- YAML ------------------------------------------------------------------------------------------
 
@@ -127,12 +125,6 @@ def to_yaml(obj: Any, dumper: type = DUMPER) -> str:
     return yaml.dump(obj, Dumper=dumper, default_flow_style=False, width=120, allow_unicode=True)
 
 
-def sort_key(obj: dict[str, Any]) -> tuple:
-    kind = obj["kind"]
-    rank = _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
-    return (obj["metadata"].get("namespace", ""), rank, kind, obj["metadata"]["name"])
-
-
 def file_name(obj: dict[str, Any]) -> str:
     """`<apiVersion>-<kind>-<namespace>-<name>.yaml`, as renderYamlToDirectory names files."""
     api = obj["apiVersion"].replace("/", "_")
@@ -146,7 +138,7 @@ def kubernetes_objects(result: StackResult, redact: bool = True) -> list[dict[st
 
 
 def files(result: StackResult, objects: list[dict[str, Any]],
-          previous: dict[str, str] | None = None) -> tuple[dict[str, str], "Changes | None"]:
+          previous: dict[str, str] | None = None) -> tuple[dict[str, str], Changes | None]:
     """Every file of a render, by name: one YAML file per object (`objects`: the result's
     `kubernetes_objects`), the per-pod view, the tree and the summary with its diagrams; and, given the
     `previous` render's files, what this render changes (the summary shows it too)."""
@@ -510,25 +502,6 @@ _REPLACED_BY = {
     "PersistentVolumeClaim": ("spec",),
     "Service": ("spec.clusterIP",),
 }
-
-
-@dataclass(frozen=True)
-class Changes:
-    """What a re-render changes: the change list the terminal prints, and what the summary a pull request
-    shows says of it."""
-
-    lines: tuple[str, ...]
-    """The runs started and replaced, then each object's change (`changes`)."""
-    counts: Mapping[str, int]
-    """Objects created, deleted, replaced and updated in place."""
-    restarts: tuple[str, ...]
-    """Jobs whose training starts over: an object that runs their pods is replaced."""
-    starts: tuple[str, ...]
-    """Jobs whose pods an added object runs."""
-    stops: tuple[str, ...]
-    """Jobs whose pods a deleted object ran: their training stops."""
-    gpus_before: int
-    gpus_after: int
 
 
 def changes_since(previous: dict[str, str], texts: dict[str, str], objects: list[dict[str, Any]]) -> Changes:

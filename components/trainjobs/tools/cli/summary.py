@@ -7,17 +7,16 @@ render, it also says what the change does: objects added, removed and replaced, 
 restarts, and the GPUs it adds or frees.
 """
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from trainjobs.backends import pod_count, pod_sets, total_requests
 from trainjobs.scheduling import placement_of
 from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.engine import RegisteredResource, StackResult
 
-if TYPE_CHECKING:
-    from trainjobs.tools.cli.render import Changes
-
 SUMMARY_FILE = "summary.md"
+_KIND_ORDER = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "Job")
 # The totals a job's heading shows, when its pods request them: what a reviewer weighs a change by.
 _SHOWN = (("GPUs", is_gpu), ("CPU", lambda name: name == "cpu"),
           ("memory", lambda name: name == "memory"))
@@ -27,6 +26,33 @@ _SHOWN = (("GPUs", is_gpu), ("CPU", lambda name: name == "cpu"),
 def pods_text(count: int) -> str:
     """`1 pod`, `4 pods`: as the tree and the summary count pods."""
     return f"{count} pod{'' if count == 1 else 's'}"
+
+
+def sort_key(obj: dict[str, Any]) -> tuple:
+    """The order of objects in the render's files, the tree and the summary."""
+    kind = obj["kind"]
+    rank = _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
+    return (obj["metadata"].get("namespace", ""), rank, kind, obj["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a re-render changes: the change list the terminal prints, and what the summary a pull request
+    shows says of it."""
+
+    lines: tuple[str, ...]
+    """The runs started and replaced, then each object's change (`changes`)."""
+    counts: Mapping[str, int]
+    """Objects created, deleted, replaced and updated in place."""
+    restarts: tuple[str, ...]
+    """Jobs whose training starts over: an object that runs their pods is replaced."""
+    starts: tuple[str, ...]
+    """Jobs whose pods an added object runs."""
+    stops: tuple[str, ...]
+    """Jobs whose pods a deleted object ran: their training stops."""
+    gpus_before: int
+    gpus_after: int
+
 
 def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str:
     if manifest is not None:
@@ -76,7 +102,7 @@ def _their(names: tuple[str, ...]) -> str:
     return "its" if len(names) == 1 else "their"
 
 
-def changes_text(changes: "Changes") -> list[str]:
+def changes_text(changes: Changes) -> list[str]:
     """The summary's account of a re-render: counts, training that restarts, starts or stops, the GPUs the
     change adds or frees, then the change list itself."""
     lines = ["## Changes since the previous render", ""]
@@ -98,7 +124,7 @@ def changes_text(changes: "Changes") -> list[str]:
     return lines
 
 
-def summary(result: StackResult, changes: "Changes | None" = None) -> str:
+def summary(result: StackResult, changes: Changes | None = None) -> str:
     """The summary page: the stack's totals, what changed since the previous render (given `changes`; a
     render that changes nothing writes the page a first render writes),
     then each component (each job, and others such as a TrainingNamespace) with its objects as a Mermaid
@@ -108,8 +134,6 @@ def summary(result: StackResult, changes: "Changes | None" = None) -> str:
     children: dict[str | None, list[RegisteredResource]] = {}
     for resource in result.resources:
         children.setdefault(resource.parent_urn, []).append(resource)
-
-    from trainjobs.tools.cli.render import sort_key   # here: render imports this module
 
     def owned(urn: str) -> list[RegisteredResource]:
         """A component's objects, in the render's order (registration order varies with Outputs)."""

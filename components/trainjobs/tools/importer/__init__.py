@@ -192,7 +192,7 @@ def import_documents(documents: list[Document], allow_dropped: bool = False,
 def _construct(imported: list[Imported]) -> list[str]:
     """The imported arguments parse and derive a job, as the component would; each refusal as one line."""
     from trainjobs.core.args import parse_args
-    from trainjobs.core.pipeline import derive
+    from trainjobs.pipeline.pipeline import derive
     from trainjobs.tools.provider.server import JOB_COMPONENTS
 
     families = {component.__name__: component.family for component in JOB_COMPONENTS}

@@ -30,7 +30,7 @@ from pulumi.runtime.proto import provider_pb2_grpc
 from pydantic import BaseModel
 
 from trainjobs import __version__
-from trainjobs.core.component import PACKAGE, TrainJobComponent
+from trainjobs.pipeline.component import PACKAGE, TrainJobComponent
 from trainjobs.core.descriptions import field_description
 from trainjobs.core.errors import TrainJobError
 from trainjobs.families import components

@@ -1,7 +1,7 @@
 """The pipeline every job goes through, driven once for every family (see trainjobs.core.family).
 
 Nothing here knows a framework: a family declares its roles, env, checks, objects and outputs; the
-core adds what every job has (headless Service, initializers, extra roles, override fields), runs
+pipeline adds what every job has (headless Service, initializers, extra roles, override fields), runs
 the checks every job needs, checks every derived object against the API server's rules, and raises
 every problem at once, naming the argument behind each, before anything registers.
 """
@@ -10,20 +10,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainjobs.backends import backend, controller_jobs
-from trainjobs.core import argpaths
+from trainjobs.pipeline import argpaths
 from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs
 from trainjobs.core.errors import Issue, IssueCollector
-from trainjobs.core.extra_roles import check_extra_roles, extra_role_pod_sets
-from trainjobs.core.failure import apply_failure_policy, check_failure_policy
+from trainjobs.pipeline.extra_roles import check_extra_roles, extra_role_pod_sets
+from trainjobs.pipeline.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.family import Derivation, Family, TrainingRole
-from trainjobs.core.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
+from trainjobs.pipeline.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
                                          workspace_claim)
 from trainjobs.core.naming import check_plain, claim_template_name, job_name, run_job_name
 from trainjobs.core.objects import gpus_asked_twice, headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
-from trainjobs.core.overrides import apply_overrides, check_overrides
+from trainjobs.pipeline.overrides import apply_overrides, check_overrides
 from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, StartAfter, Workload
-from trainjobs.core.profile import apply_profile, from_profile
+from trainjobs.pipeline.profile import apply_profile, from_profile
 from trainjobs.kube import apivalidation
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE
 from trainjobs.kube.naming import rfc1035_label_problem
@@ -33,7 +33,7 @@ from trainjobs.scheduling import schedule
 
 __all__ = ["CORE_ROLES", "TrainJobPlan", "derive"]
 
-# Roles the core itself names objects after, in every job.
+# Roles the pipeline itself names objects after, in every job.
 CORE_ROLES = (SERVICE_ROLE, WORKSPACE_ROLE, *INITIALIZER_ROLES)
 
 

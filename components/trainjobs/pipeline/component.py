@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from trainjobs.backends import deletes_before_replace, replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
-from trainjobs.core.pipeline import TrainJobPlan, derive
+from trainjobs.pipeline.pipeline import TrainJobPlan, derive
 from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
 from trainjobs.core.errors import Issue, TrainJobError, refused
 from trainjobs.core.family import Family

@@ -1,6 +1,6 @@
 """A job's failure policy as Job fields: podFailurePolicy rules, backoffLimitPerIndex, maxFailedIndexes.
 
-The core applies it to every pod set of a job, whatever the family, before a backend builds them. Rules match in order, the first wins:
+The pipeline applies it to every pod set of a job, whatever the family, before a backend builds them. Rules match in order, the first wins:
 
 1. a pod with the DisruptionTarget condition (preempted, evicted by a drain, its spot node reclaimed) is
    ignored (action Ignore): the Job replaces it without counting a failure, unless count_disruptions;
@@ -20,11 +20,9 @@ from trainjobs.core.args import FailurePolicy, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.podsets import PodSetSpec
 
-__all__ = ["IMMUTABLE_PATHS", "apply_failure_policy", "check_failure_policy", "policy_of"]
+__all__ = ["apply_failure_policy", "check_failure_policy", "policy_of"]
 
 DEFAULT_POLICY = FailurePolicy()
-# Job fields the API server refuses to change; pulumi-kubernetes does not replace a Job for them by itself.
-IMMUTABLE_PATHS = ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
 DISRUPTION = {"type": "DisruptionTarget", "status": "True"}
 
 

@@ -1,6 +1,6 @@
 """Which argument put a value where: a problem in a derived manifest, named by the argument behind it.
 
-The pipeline (`trainjobs.core.pipeline`) describes, for each object of a job, whose settings it carries (`Sources`); `issues()`
+The pipeline (`trainjobs.pipeline.pipeline`) describes, for each object of a job, whose settings it carries (`Sources`); `issues()`
 turns apivalidation problems into Issues on argument paths as the user wrote them: the node Job's
 `spec.template.spec.serviceAccountName` is `service_account_name`, a container's env entry is
 `env.<NAME>`, an initializer Job's fields are `dataset_initializer.<field>`, a value the job left
