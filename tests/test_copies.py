@@ -15,7 +15,7 @@ from trainjobs.backends import copies, pod_sets
 from trainjobs.backends.copies import (EXCLUSIVE_TOPOLOGY, JOB, METADATA_ANNOTATIONS, METADATA_LABELS,
                                        NODE_SELECTOR_STRATEGY, POD, TEMPLATE_ANNOTATIONS, TEMPLATE_LABELS, WORKER)
 from trainjobs.core.args import parse_args
-from trainjobs.core.pipeline import derive
+from trainjobs.pipeline.pipeline import derive
 from trainjobs.scheduling import placement_of
 
 RACK = "example.com/rack"

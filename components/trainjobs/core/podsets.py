@@ -22,12 +22,16 @@ from typing import Any
 
 from trainjobs.core.args import Placement, TrainJobArgs
 
-__all__ = ["COMPLETE", "READY", "PodSetSpec", "StartAfter", "Workload"]
+__all__ = ["COMPLETE", "INITIALIZER_ARGUMENTS", "INITIALIZER_ROLES", "READY", "PodSetSpec", "StartAfter", "Workload"]
 
 READY = "Ready"
 """The pods of the role started after are running and ready (an MPI launcher after its nodes' sshd)."""
 COMPLETE = "Complete"
 """The role started after has completed (training after the initializers)."""
+INITIALIZER_ROLES = ("dataset-initializer", "model-initializer")
+"""The roles the pipeline adds before training when a job asks for them (trainjobs.pipeline.initializers)."""
+INITIALIZER_ARGUMENTS = dict(zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")))
+"""Each initializer role's argument."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from trainjobs.core.deferred import concat, digest
 from trainjobs.core.errors import IssueCollector, shown
 from trainjobs.core.naming import argument_value_problem, check_plain
 from trainjobs.core.objects import container, object_labels, pod_set, template_env
-from trainjobs.core.podsets import PodSetSpec
+from trainjobs.core.podsets import INITIALIZER_ARGUMENTS, INITIALIZER_ROLES, PodSetSpec
 from trainjobs.kube.manifests import metadata
 from trainjobs.kube.templates import overlay, upsert_env
 from trainjobs.scripts import script
@@ -18,9 +18,6 @@ from trainjobs.scripts import script
 WORKSPACE = "/workspace"
 WORKSPACE_VOLUME = "initializer"
 MARKER_DIR = f"{WORKSPACE}/.trainjobs"
-INITIALIZER_ROLES = ("dataset-initializer", "model-initializer")
-INITIALIZER_ARGUMENTS = dict(zip(INITIALIZER_ROLES, ("dataset_initializer", "model_initializer")))
-"""Each initializer role's argument."""
 WORKSPACE_ROLE = "workspace"
 # Kubeflow Trainer's initializer images, used when neither the runtime nor the job gives one.
 INITIALIZER_IMAGES = {"dataset-initializer": "ghcr.io/kubeflow/trainer/dataset-initializer:v2.3.0",

@@ -16,13 +16,13 @@ from trainjobs.core.errors import Issue, IssueCollector
 from trainjobs.pipeline.extra_roles import check_extra_roles, extra_role_pod_sets
 from trainjobs.pipeline.failure import apply_failure_policy, check_failure_policy
 from trainjobs.core.family import Derivation, Family, TrainingRole
-from trainjobs.pipeline.initializers import (INITIALIZER_ROLES, WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
-                                         workspace_claim)
+from trainjobs.pipeline.initializers import (WORKSPACE_ROLE, WORKSPACE_VOLUME, InitializerSetup, initializers,
+                                             workspace_claim)
 from trainjobs.core.naming import check_plain, claim_template_name, job_name, run_job_name
 from trainjobs.core.objects import gpus_asked_twice, headless_service, pod_set
 from trainjobs.core.outputs import JobOutputs
 from trainjobs.pipeline.overrides import apply_overrides, check_overrides
-from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, StartAfter, Workload
+from trainjobs.core.podsets import COMPLETE, INITIALIZER_ROLES, READY, PodSetSpec, StartAfter, Workload
 from trainjobs.pipeline.profile import apply_profile, from_profile
 from trainjobs.kube import apivalidation
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE

@@ -15,7 +15,7 @@ from typing import Any
 from trainjobs.backends import PodSet, is_workload, pod_sets
 from trainjobs.backends.jobset import API_VERSION as JOBSET_API, controller_service
 from trainjobs.core.args import DEFAULT_SHM_SIZE
-from trainjobs.pipeline.initializers import INITIALIZER_ROLES
+from trainjobs.core.podsets import INITIALIZER_ROLES
 from trainjobs.core.naming import (MAX_DNS_LABEL, is_dns_subdomain, is_rfc1035_label, label_value_problem,
                                    rfc1035_label_problem)
 from trainjobs.families.mpi import LAUNCHER, NODE

@@ -31,8 +31,7 @@ from typing import Any, Iterable, Mapping
 
 from trainjobs.core.args import ElasticAdmission, TrainJobArgs
 from trainjobs.core.errors import IssueCollector, shown
-from trainjobs.core.initializers import INITIALIZER_ARGUMENTS
-from trainjobs.core.podsets import PodSetSpec
+from trainjobs.core.podsets import INITIALIZER_ARGUMENTS, PodSetSpec
 from trainjobs.kube.naming import labelled_name_problem
 from trainjobs.scheduling import Gang, GangScheduler, Reads, register, set_labels
 
