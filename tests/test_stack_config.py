@@ -163,7 +163,7 @@ def test_malformed_config_value_is_one_line_with_line_and_column(capsys, tmp_pat
 
 def test_num_nodes_yes_is_a_boolean_not_a_number(capsys, tmp_path):
     err = render_jobs(capsys, tmp_path, "[{kind: TorchTrainJob, name: a, num_nodes: yes}]")
-    assert ("  - num_nodes: expected an integer, got the boolean true (YAML 1.1 reads yes/no/on/off as booleans): "
+    assert ("  - num_nodes: expected an integer, got the boolean true: "
             "write a number") in err
 
 
