@@ -209,13 +209,13 @@ def test_an_overridden_encrypted_value_renders(capsys, project):
 
 
 def test_a_stack_file_is_read_as_pulumi_up_reads_it(capsys, project):
-    # YAML 1.1: what `pulumi up` deploys is what the render shows.
+    # As the Pulumi CLI reads it (YAML 1.2, and 1.1's octal): what `pulumi up` deploys is what the render shows.
     program = with_stack(project, "config:\n  proj:jobs:\n    - name: a\n      env: {DEBUG: yes, LEVEL: 010}\n")
     out = project / "out"
     code, _ = cli(capsys, "render", program, "--out", str(out))
     assert code == 0
     job = (out / "batch_v1-job-default-a-node-0.yaml").read_text()
-    assert "        - name: DEBUG\n          value: 'true'\n" in job
+    assert "        - name: DEBUG\n          value: 'yes'\n" in job
     assert "        - name: LEVEL\n          value: '8'\n" in job
 
 

@@ -33,7 +33,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop
 
 from trainjobs.core.deferred import REDACTED, SECRET_VALUES, UNKNOWN
 from trainjobs.core.errors import TrainJobError, TrainJobErrors, collecting_errors
-from trainjobs.tools.stackconfig import ConfigError, load_yaml_file
+from trainjobs.tools.stackconfig import ConfigError, config_text, load_yaml_file
 
 _SECRET_SIG_KEY = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
@@ -261,8 +261,9 @@ def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test
         every_error: bool = False) -> StackResult:
     """Run `program` (a callable that declares resources) under mocks; return what it registered.
 
-    `config` keys without a namespace belong to `project`; non-string values are passed as JSON,
-    as Pulumi stores structured config, so `Config().require_object()` reads them. A key pair
+    `config` keys without a namespace belong to `project`; each value reaches the program as the text
+    Pulumi would pass it: a string as it is, None as "", anything else as JSON written as Pulumi writes
+    it (so `Config().require_object()` reads structured values, with keys sorted, and 1.0 reads as 1). A key pair
     (pulumi_tls.PrivateKey) holds a placeholder unless `real_keys` (an update only): then ssh-keygen
     makes a real key, about 20 ms each. Exceptions from the program (such as TrainJobError)
     propagate unchanged; with `every_error`, the program goes on past a refused job and every refused
@@ -408,8 +409,11 @@ async def _collect_outputs(into: dict[str, Any]) -> None:
 
 
 def _config_map(project: str, config: dict[str, Any]) -> dict[str, str]:
-    return {key: value if isinstance(value, str) else json.dumps(value)
-            for key, value in _namespaced(project, config, "config").items()}
+    """Each value as the text Pulumi passes the program (stackconfig.config_text)."""
+    try:
+        return {key: config_text(value) for key, value in _namespaced(project, config, "config").items()}
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
 
 
 def _namespaced(project: str, config: dict[str, Any], source: str) -> dict[str, Any]:
