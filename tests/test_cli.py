@@ -289,6 +289,45 @@ def test_explain_into_a_closed_pipe_ends_quietly(project):
     assert writer.returncode == 0 and "Traceback" not in writer.stderr and first.strip()
 
 
+CATCHING = """import pulumi
+from trainjobs import TorchTrainJob, TrainJobError
+
+for job in pulumi.Config().require_object("jobs"):
+    name, fallback = job.pop("name"), job.pop("fallback", False)
+    try:
+        TorchTrainJob(name, job)
+    except TrainJobError:
+        if not fallback:
+            raise
+        pulumi.log.warn(f"{name}: refused, rendered with its defaults instead")
+        TorchTrainJob(name, {"image": job["image"]})
+"""
+
+
+def test_a_refusal_the_program_catches_runs_on_as_under_the_engine(capsys, project):
+    (project / "__main__.py").write_text(CATCHING)
+    out = project / "out"
+    code, err = cli(capsys, "render", str(project / "__main__.py"), "--out", str(out), "--config",
+                    "jobs=[{name: a, image: img, num_nodes: 0, fallback: true}, {name: b, image: img, num_nodes: 2}]")
+    assert code == 0
+    assert err.splitlines() == [
+        "warning: a: refused, rendered with its defaults instead",
+        'warning: caught by the program, which went on: TorchTrainJob "a": invalid arguments',
+        "  - num_nodes: Input should be greater than or equal to 1 (got 0)"]
+    assert sorted(p.name for p in out.glob("batch_v1-job-*")) == ["batch_v1-job-default-a-node-0.yaml",
+                                                                  "batch_v1-job-default-b-node-0.yaml"]
+
+
+def test_refusals_the_program_does_not_catch_are_all_listed_and_the_caught_ones_are_not(capsys, project):
+    (project / "__main__.py").write_text(CATCHING)
+    err = fails(capsys, project, str(project / "__main__.py"), "--config",
+                "jobs=[{name: a, image: img, num_nodes: -1}, {name: b, image: img, backoff_limit: -1, fallback: true},"
+                " {name: c, image: img, num_nodes: 0}]")
+    assert err.splitlines() == [
+        'error: TorchTrainJob "a": invalid arguments', "  - num_nodes: Input should be greater than or equal to 1 (got -1)",
+        'error: TorchTrainJob "c": invalid arguments', "  - num_nodes: Input should be greater than or equal to 1 (got 0)"]
+
+
 def test_every_bad_job_of_a_program_is_reported_in_one_run_and_nothing_is_written(capsys, tmp_path):
     """A program with three bad jobs and a good one: one render names all three jobs' problems."""
     jobs = ('jobs=[{kind: TorchTrainJob, name: a, num_nodes: 0}, {kind: JaxTrainJob, name: b, shm_size: "-1Gi"}, '
