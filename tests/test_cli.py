@@ -1,10 +1,12 @@
 """`trainjobs` on bad input: `error: ...` and status 2, never a traceback, nothing written."""
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
 
-from trainjobs.tools.cli.main import main
+from trainjobs.tools.cli.main import main, parser
 from trainjobs.tools.stackconfig import ConfigError
 from trainjobs.testing import run_program
 
@@ -342,3 +344,14 @@ def test_every_bad_job_of_a_program_is_reported_in_one_run_and_nothing_is_writte
         'error: MpiTrainJob "c": invalid arguments',
         "  - backoff_limit: Input should be greater than or equal to 0 (got -1)",
     ]
+
+
+@pytest.mark.parametrize("command", ["render", "explain"])
+def test_the_readme_synopsis_gives_every_option(command):
+    [usage] = [line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith(f".venv/bin/trainjobs {command} ")]
+    [commands] = [action for action in parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    options = {option for action in commands.choices[command]._actions for option in action.option_strings
+               if option.startswith("--") and option != "--help"}
+    assert "--stack-output" in options
+    assert set(re.findall(r"--[a-z-]+", usage)) == options
