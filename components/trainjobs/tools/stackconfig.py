@@ -54,7 +54,7 @@ _DIGITS = {2: "01", 8: "01234567", 10: "0123456789", 16: "0123456789abcdefABCDEF
 _INT64, _UINT64 = 2**63, 2**64
 _DATE = r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
 _CLOCK = r"([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:[.,]([0-9]+))?"
-# The four layouts yaml.v3 tries, as Go's time.Parse reads them (one or more spaces match a space).
+# yaml.v3's four layouts (`T` and `t` in one), as Go's time.Parse reads them (one or more spaces match a space).
 _TIMESTAMPS = (re.compile(_DATE), re.compile(f"{_DATE}[Tt]{_CLOCK}(Z|[-+][0-9]{{2}}:[0-9]{{2}})"),
                re.compile(f"{_DATE} +{_CLOCK}"))
 
@@ -92,10 +92,11 @@ def _timestamp(text: str) -> str | None:
     match = next(filter(None, (layout.fullmatch(text) for layout in _TIMESTAMPS)), None)
     if match is None:
         return None
-    year, month, day, hour, minute, second, fraction, zone = (*match.groups(), None, None, None, None, None)[:8]
-    year, month, day = int(year), int(month), int(day)
-    hour, minute, second = (int(hour or 0), int(minute or 0), int(second or 0))
-    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year or 2000, month)[1]
+    groups = match.groups() + (None,) * (8 - len(match.groups()))   # a date alone is midnight, UTC
+    year, month, day, hour, minute, second = (int(part or 0) for part in groups[:6])
+    fraction, zone = groups[6:]
+    leap_like = year or 2000   # Go's year 0 is a leap year, as 2000 is (Python has no year 0)
+    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(leap_like, month)[1]
             and hour < 24 and minute < 60 and second < 60):
         return None
     if zone and zone != "Z":
