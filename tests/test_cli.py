@@ -1,10 +1,12 @@
 """`trainjobs` on bad input: `error: ...` and status 2, never a traceback, nothing written."""
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
 
-from trainjobs.tools.cli.main import main
+from trainjobs.tools.cli.main import main, parser
 from trainjobs.tools.stackconfig import ConfigError
 from trainjobs.testing import run_program
 
@@ -209,13 +211,13 @@ def test_an_overridden_encrypted_value_renders(capsys, project):
 
 
 def test_a_stack_file_is_read_as_pulumi_up_reads_it(capsys, project):
-    # YAML 1.1: what `pulumi up` deploys is what the render shows.
+    # As the Pulumi CLI reads it (YAML 1.2, and 1.1's octal): what `pulumi up` deploys is what the render shows.
     program = with_stack(project, "config:\n  proj:jobs:\n    - name: a\n      env: {DEBUG: yes, LEVEL: 010}\n")
     out = project / "out"
     code, _ = cli(capsys, "render", program, "--out", str(out))
     assert code == 0
     job = (out / "batch_v1-job-default-a-node-0.yaml").read_text()
-    assert "        - name: DEBUG\n          value: 'true'\n" in job
+    assert "        - name: DEBUG\n          value: 'yes'\n" in job
     assert "        - name: LEVEL\n          value: '8'\n" in job
 
 
@@ -289,6 +291,45 @@ def test_explain_into_a_closed_pipe_ends_quietly(project):
     assert writer.returncode == 0 and "Traceback" not in writer.stderr and first.strip()
 
 
+CATCHING = """import pulumi
+from trainjobs import TorchTrainJob, TrainJobError
+
+for job in pulumi.Config().require_object("jobs"):
+    name, fallback = job.pop("name"), job.pop("fallback", False)
+    try:
+        TorchTrainJob(name, job)
+    except TrainJobError:
+        if not fallback:
+            raise
+        pulumi.log.warn(f"{name}: refused, rendered with its defaults instead")
+        TorchTrainJob(name, {"image": job["image"]})
+"""
+
+
+def test_a_refusal_the_program_catches_runs_on_as_under_the_engine(capsys, project):
+    (project / "__main__.py").write_text(CATCHING)
+    out = project / "out"
+    code, err = cli(capsys, "render", str(project / "__main__.py"), "--out", str(out), "--config",
+                    "jobs=[{name: a, image: img, num_nodes: 0, fallback: true}, {name: b, image: img, num_nodes: 2}]")
+    assert code == 0
+    assert err.splitlines() == [
+        "warning: a: refused, rendered with its defaults instead",
+        'warning: caught by the program, which went on: TorchTrainJob "a": invalid arguments',
+        "  - num_nodes: Input should be greater than or equal to 1 (got 0)"]
+    assert sorted(p.name for p in out.glob("batch_v1-job-*")) == ["batch_v1-job-default-a-node-0.yaml",
+                                                                  "batch_v1-job-default-b-node-0.yaml"]
+
+
+def test_refusals_the_program_does_not_catch_are_all_listed_and_the_caught_ones_are_not(capsys, project):
+    (project / "__main__.py").write_text(CATCHING)
+    err = fails(capsys, project, str(project / "__main__.py"), "--config",
+                "jobs=[{name: a, image: img, num_nodes: -1}, {name: b, image: img, backoff_limit: -1, fallback: true},"
+                " {name: c, image: img, num_nodes: 0}]")
+    assert err.splitlines() == [
+        'error: TorchTrainJob "a": invalid arguments', "  - num_nodes: Input should be greater than or equal to 1 (got -1)",
+        'error: TorchTrainJob "c": invalid arguments', "  - num_nodes: Input should be greater than or equal to 1 (got 0)"]
+
+
 def test_every_bad_job_of_a_program_is_reported_in_one_run_and_nothing_is_written(capsys, tmp_path):
     """A program with three bad jobs and a good one: one render names all three jobs' problems."""
     jobs = ('jobs=[{kind: TorchTrainJob, name: a, num_nodes: 0}, {kind: JaxTrainJob, name: b, shm_size: "-1Gi"}, '
@@ -303,3 +344,14 @@ def test_every_bad_job_of_a_program_is_reported_in_one_run_and_nothing_is_writte
         'error: MpiTrainJob "c": invalid arguments',
         "  - backoff_limit: Input should be greater than or equal to 0 (got -1)",
     ]
+
+
+@pytest.mark.parametrize("command", ["render", "explain"])
+def test_the_readme_synopsis_gives_every_option(command):
+    [usage] = [line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith(f".venv/bin/trainjobs {command} ")]
+    [commands] = [action for action in parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    options = {option for action in commands.choices[command]._actions for option in action.option_strings
+               if option.startswith("--") and option != "--help"}
+    assert "--stack-output" in options
+    assert set(re.findall(r"--[a-z-]+", usage)) == options

@@ -29,6 +29,14 @@ def test_the_argument_reference_is_generated_from_the_code():
     assert generated == document(), "docs/arguments.md is stale: python -m trainjobs.tools.provider.reference > docs/arguments.md"
 
 
+def test_every_documented_type_imports_from_the_package():
+    types = DOCS.split("## Types used by the arguments", 1)[1]
+    names = re.findall(r"^### (\w+)$", types, re.M)
+    assert "Placement" in names
+    missing = [name for name in names if name not in trainjobs.__all__ or not hasattr(trainjobs, name)]
+    assert not missing, f"types documented in docs/arguments.md that `from trainjobs import` cannot give: {missing}"
+
+
 def test_every_component_has_a_section():
     headings = " ".join(re.findall(r"^## (.+)$", DOCS, re.M))
     missing = [name for name in trainjobs.__all__ if name.endswith("TrainJob") and name not in headings]

@@ -145,11 +145,20 @@ def test_a_range_is_refused_with_the_static_rendezvous_torchrun_false_and_other_
      "4 is not below num_nodes 4: a node range MIN:MAX has MIN < MAX; for a fixed size give num_nodes alone"),
     ({"num_nodes": "2:4", "min_nodes": 3}, "min_nodes",
      'num_nodes "2:4" already gives the fewest nodes: remove min_nodes, or give num_nodes as a number'),
+    ({"num_nodes": "2-4"}, "num_nodes",
+     '"2-4" is neither a number of nodes nor a node range MIN:MAX (e.g. "2:4": 2 to 4 nodes)'),
+    ({"num_nodes": "yes"}, "num_nodes",
+     '"yes" is neither a number of nodes nor a node range MIN:MAX (e.g. "2:4": 2 to 4 nodes)'),
+    ({"num_nodes": "0:4"}, "num_nodes", '"0:4" starts at 0 nodes: a node range MIN:MAX has MIN at least 1 (e.g. "1:4")'),
 ])
 def test_a_range_must_be_a_range(args, field, message):
     with pytest.raises(TrainJobError) as caught:
         TorchTrainJobArgs(rendezvous="c10d", **args)
     assert [(i.field, i.message) for i in caught.value.issues] == [(field, message)]
+
+
+def test_a_number_in_a_string_is_still_a_number():
+    assert TorchTrainJobArgs(num_nodes=" 3 ").num_nodes == 3
 
 
 def test_explain_shows_the_range_and_no_fixed_rank(tmp_path, capsys):

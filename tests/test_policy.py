@@ -1,7 +1,9 @@
 """The policy rules on objects the test kit captured, one passing and one failing stack each, and the
 policy pack as pulumi-policy loads and runs it."""
 
+import json
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import yaml
 
 import trainjobs
 from trainjobs import MpiTrainJob, TorchTrainJob
-from trainjobs.policy import PACK_DESCRIPTION, RULES, rules, violations
+from trainjobs.policy import PACK_DESCRIPTION, RULES, directory, rules, violations
 from trainjobs.tools.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -342,7 +344,7 @@ def test_the_installed_package_writes_a_pack_that_serves_every_rule(tmp_path, mo
     assert settings == {"description": PACK_DESCRIPTION, "version": trainjobs.__version__,
                         "runtime": {"name": "python", "options": {
                             "toolchain": "pip", "virtualenv": sys.prefix if in_virtualenv else "venv"}}}
-    assert (target / "requirements.txt").read_text() == f"trainjobs[policy]=={trainjobs.__version__}\n"
+    assert (target / "requirements.txt").read_text() == f"trainjobs[policy] @ {REPO.as_uri()}\n"
     info = served(monkeypatch, target / "__main__.py").GetAnalyzerInfo(None, None)
     assert info.name == "trainjobs" and [p.name for p in info.policies] == [rule.name for rule in RULES]
 
@@ -351,6 +353,35 @@ def test_the_installed_package_writes_a_pack_that_serves_every_rule(tmp_path, mo
     assert main(["policy-pack", str(target)]) == 2
     assert capsys.readouterr().err == (f"error: {target} holds other files (notes.txt); give an empty or new "
                                        "directory\n")
+
+
+def test_outside_a_virtualenv_pip_installs_this_trainjobs_from_the_written_requirements(tmp_path):
+    """No package index has trainjobs: the requirement names this checkout, which pip resolves."""
+    assert main(["policy-pack", str(tmp_path / "pack")]) == 0
+    report = tmp_path / "report.json"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-build-isolation",
+                    "--ignore-installed", "--quiet", "--disable-pip-version-check", "--report", report,
+                    "-r", tmp_path / "pack" / "requirements.txt"], cwd=tmp_path, check=True, timeout=600)
+    [install] = json.loads(report.read_text())["install"]
+    assert (install["metadata"]["name"], install["metadata"]["version"], install["requested_extras"]) == (
+        "trainjobs", trainjobs.__version__, ["policy"])
+
+
+@pytest.mark.parametrize("origin, written", [
+    ({"url": "file:///wheels/trainjobs-0.1.0-py3-none-any.whl", "archive_info": {}},
+     "trainjobs[policy] @ file:///wheels/trainjobs-0.1.0-py3-none-any.whl"),
+    ({"url": "https://git.example/acme/trainjobs", "vcs_info": {"vcs": "git", "commit_id": "abc123"}},
+     "trainjobs[policy] @ git+https://git.example/acme/trainjobs@abc123"),
+    (None, f"trainjobs[policy]=={trainjobs.__version__}"),   # from a package index
+])
+def test_an_installed_trainjobs_is_required_from_where_it_came(monkeypatch, tmp_path, origin, written):
+    class Installed:
+        def read_text(self, name):
+            return json.dumps(origin) if name == "direct_url.json" and origin else None
+
+    monkeypatch.setattr(directory, "__file__", str(tmp_path / "site-packages" / "trainjobs" / "policy" / "directory.py"))
+    monkeypatch.setattr(directory.importlib.metadata, "distribution", lambda name: Installed())
+    assert directory.requirement() == written
 
 
 def test_the_repositorys_pack_describes_itself_as_the_written_one():

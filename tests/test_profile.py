@@ -86,6 +86,20 @@ def test_errors_name_the_profile_field(profile, field, message):
     assert message in error.issues[0].message
 
 
+def test_a_profiles_min_nodes_is_checked_against_each_jobs_num_nodes():
+    assert PlatformProfile(min_nodes=2).min_nodes == 2
+    result = run(lambda: TorchTrainJob("llm", {"profile": {"min_nodes": 2}, "image": "img:1", "rendezvous": "c10d",
+                                               "num_nodes": 4}))
+    assert result.get("Job", "llm-node-0").manifest["spec"]["completions"] == 4
+    assert {"name": "PET_NNODES", "value": "2:4"} in pod(result)["containers"][0]["env"]
+    for job, num_nodes in (({}, 1), ({"num_nodes": 2}, 2)):
+        error, _ = attempt(lambda: TorchTrainJob("llm", {"profile": {"min_nodes": 2}, "image": "img:1",
+                                                         "rendezvous": "c10d", **job}))
+        assert [(i.field, i.message) for i in error.issues] == [(
+            "profile.min_nodes", f"2 is not below the job's num_nodes {num_nodes}: give the job more nodes, "
+                                 "or its own min_nodes")]
+
+
 def test_a_value_the_job_gives_itself_is_named_as_its_own():
     error, _ = attempt(lambda: TorchTrainJob("llm", {"profile": {"labels": {"team": "ok"}}, "image": "img:1",
                                                      "labels": {"team": "a b"}}))

@@ -1,11 +1,14 @@
 """Stack config: the strict YAML loader, and the example program's `jobs` entries, from `--config` and stack files."""
 
-import math
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from trainjobs.testing import Secret, run_program
+from trainjobs.tools.cli.main import _config as cli_config
 from trainjobs.tools.cli.main import main
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 
@@ -17,24 +20,23 @@ PYTHON_JOB = "{kind: TorchTrainJob, name: a}"
 # --- the loader -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, value", [
-    # YAML 1.1, as `pulumi up` reads stack files: yes/no/on/off are booleans, 0600 is octal.
-    ("[yes, no, on, off, y, n, Yes, NO, On, OFF]", [True, False, True, False, "y", "n", True, False, True, False]),
+    # As the Pulumi CLI reads stack files (yaml.v3): yes/no/on/off are words, 0o17 and 0600 are octal.
+    ("[yes, no, on, off, y, n, Yes, NO, On, OFF]", ["yes", "no", "on", "off", "y", "n", "Yes", "NO", "On", "OFF"]),
     ("[true, false, True, FALSE]", [True, False, True, False]),
     ("[null, Null, NULL, ~, ]", [None, None, None, None]),
-    ("[0600, 010, 0x1F, -3, +5, 1_000, '7']", [384, 8, 31, -3, 5, 1000, "7"]),
-    ("[1.5, 1.0e+3, -0.5, 1., .inf, -.Inf]", [1.5, 1000.0, -0.5, 1.0, math.inf, -math.inf]),
-    ("[2024-01-01, =, <]", ["2024-01-01", "=", "<"]),
-    ("[!!str 1, !!int 0x10, !!float 2, !!bool true, !!null null]", ["1", 16, 2.0, True, None]),
+    ("[0600, 010, 0o17, 0x1F, 0b11, -3, +5, 1_000, '7']", [384, 8, 15, 31, 3, -3, 5, 1000, "7"]),
+    ("[1.5, 1.0e+3, -0.5, 1., .5, 1e3, 2.5e6]", [1.5, 1000, -0.5, 1, 0.5, 1000, 2.5e6]),
+    ("[2:4, 1:30, 2024-01-01, =, <, <<]", ["2:4", "1:30", "2024-01-01 00:00:00 +0000 UTC", "=", "<", "<<"]),
+    ("[!!str 1, !!int 0x10, !!float 2.5, !!bool true, !!null null]", ["1", 16, 2.5, True, None]),
     ("base: &b {image: x, num_nodes: 2}\njob: {<<: *b, num_nodes: 3}",
      {"base": {"image": "x", "num_nodes": 2}, "job": {"image": "x", "num_nodes": 3}}),
+    ("a: &n 1\nb: *n\nc: &n 2\nd: *n", {"a": 1, "b": 1, "c": 2, "d": 2}),
     ("", None),
 ])
-def test_yaml_1_1_scalars_as_plain_json_values(text, value):
-    assert load_yaml(text, "s") == value
-
-
-def test_nan_is_a_float():
-    assert math.isnan(load_yaml(".nan", "s"))
+def test_scalars_as_pulumi_reads_them(text, value):
+    loaded = load_yaml(text, "s")
+    assert loaded == value
+    assert json.dumps(loaded) == json.dumps(value)   # 1 is not 1.0
 
 
 @pytest.mark.parametrize("text, message", [
@@ -42,7 +44,7 @@ def test_nan_is_a_float():
      's: line 4, column 5: duplicate key "name" (first at line 2, column 5); give each key once'),
     ("{a: 1, a: 2}", 's: line 1, column 8: duplicate key "a" (first at line 1, column 2); give each key once'),
     ("1: a", "s: line 1, column 1: key 1 is not a string; quote it"),
-    ("{yes: 1, true: 2}", "s: line 1, column 2: key true is not a string; quote it"),
+    ("{yes: 1, true: 2}", "s: line 1, column 10: key true is not a string; quote it"),
     ("? [a]\n: b", 's: line 1, column 3: key ["a"] is not a string; quote it'),
     ("a: {<<: {~: 1}}", "s: line 1, column 4: merged key null is not a string; quote it"),
     ("[a", "s: line 1, column 3: expected ',' or ']', but got '<stream end>' "
@@ -53,8 +55,9 @@ def test_nan_is_a_float():
     ("a: !!bool maybe", "s: line 1, column 4: 'maybe' is not a valid !!bool"),
     ("a: !!binary aGk=", "s: line 1, column 4: tag !!binary is not supported; write plain strings, numbers, "
                          "booleans, lists and mappings"),
-    ("a: !!timestamp 2024-01-01", "s: line 1, column 4: tag !!timestamp is not supported; write plain strings, "
-                                  "numbers, booleans, lists and mappings"),
+    ("a: !!set {x}", "s: line 1, column 4: tag !!set is not supported; write plain strings, "
+                     "numbers, booleans, lists and mappings"),
+    ("a: &x [1, *x]", "s: line 1, column 11: anchor 'x' is used inside its own value"),
     ("a: !Ref x", "s: line 1, column 4: tag !Ref is not supported; write plain strings, numbers, booleans, "
                   "lists and mappings"),
     ("a: 1\n---\nb: 2", "s: line 2, column 1: but found another document (expected a single document in the "
@@ -67,6 +70,75 @@ def test_malformed_yaml_is_one_line_naming_where(text, message):
     with pytest.raises(ConfigError) as error:
         load_yaml(text, "s")
     assert str(error.value) == message
+
+
+# --- the values a program gets, over the YAML 1.1 / 1.2 corpus -------------------------------------------------
+
+CORPUS = yaml.safe_load((ROOT / "tests" / "stackconfig" / "yaml12.yaml").read_text())
+VALUES = [case for case in CORPUS if "error" not in case]
+REFUSED = [case for case in CORPUS if "error" in case]
+# Reads each config key k<i> (the value alone) and o<i> (the value in a mapping) as a program does.
+READER = """import itertools
+import pulumi
+config = pulumi.Config()
+for i in itertools.takewhile(lambda i: config.get(f"k{i}") is not None, itertools.count()):
+    pulumi.export(f"k{i}", config.get(f"k{i}"))
+    pulumi.export(f"o{i}", config.get(f"o{i}"))
+    pulumi.export(f"o{i}.object", repr(config.get_object(f"o{i}")))
+"""
+
+
+@pytest.fixture
+def reader(tmp_path) -> Path:
+    """A Pulumi project `proj` whose program exports what pulumi.Config gives it for each key."""
+    (tmp_path / "Pulumi.yaml").write_text("name: proj\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(READER)
+    return tmp_path
+
+
+def _expected(cases: list[dict]) -> dict[str, str]:
+    expected = {}
+    for i, case in enumerate(cases):
+        expected[f"k{i}"] = case["get"]
+        expected[f"o{i}"] = '{"v":' + case["nested"] + "}"
+        expected[f"o{i}.object"] = repr({"v": json.loads(case["nested"])})
+    return expected
+
+
+def test_a_stack_file_gives_the_program_what_pulumi_gives_it(reader):
+    (reader / "Pulumi.dev.yaml").write_text("config:\n" + "".join(
+        f"  k{i}: {case['yaml']}\n  o{i}:\n    v: {case['yaml']}\n" for i, case in enumerate(VALUES)))
+    assert run_program(reader / "__main__.py").outputs == _expected(VALUES)
+
+
+def test_config_values_give_the_program_what_the_stack_file_gives_it(reader):
+    pairs = [pair for i, case in enumerate(VALUES) for pair in (f"k{i}={case['yaml']}", f"o{i}={{v: {case['yaml']}}}")]
+    assert run_program(reader / "__main__.py", config=cli_config(pairs)).outputs == _expected(VALUES)
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=[case["yaml"] for case in REFUSED])
+def test_values_pulumi_cannot_pass_are_refused_where_they_are(reader, case):
+    (reader / "Pulumi.dev.yaml").write_text(f"config:\n  proj:o:\n    v: {case['yaml']}\n")
+    with pytest.raises(ConfigError) as error:
+        run_program(reader / "__main__.py")
+    assert str(error.value).startswith(f"{reader}/Pulumi.dev.yaml: line 3, column 8: ")
+    assert case["error"] in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        cli_config([f"k={case['yaml']}"])
+    assert str(error.value).startswith("--config k: line 1, column 1: ")
+    assert case["error"] in str(error.value)
+
+
+def test_typed_reads_and_secrets_follow_the_text(reader):
+    (reader / "__main__.py").write_text(
+        "import pulumi\nconfig = pulumi.Config()\n"
+        "pulumi.export('nodes', config.get_int('nodes'))\npulumi.export('ratio', config.get_float('ratio'))\n"
+        "pulumi.export('flag', config.get_bool('flag'))\npulumi.export('word', config.get('word'))\n"
+        "pulumi.export('token', config.require_secret('token'))\n")
+    (reader / "Pulumi.dev.yaml").write_text("config:\n  nodes: 0o17\n  ratio: .5\n  flag: True\n  word: on\n"
+                                            "  token:\n    secure: v1:abc\n")
+    stack = run_program(reader / "__main__.py", config={"token": 1_000})
+    assert stack.outputs == {"nodes": 15, "ratio": 0.5, "flag": True, "word": "on", "token": Secret("1000")}
 
 
 # --- the example program's jobs, from --config ------------------------------------------------------------------
@@ -161,10 +233,19 @@ def test_malformed_config_value_is_one_line_with_line_and_column(capsys, tmp_pat
                    "(while parsing a flow sequence at line 1)\n")
 
 
-def test_num_nodes_yes_is_a_boolean_not_a_number(capsys, tmp_path):
+def test_num_nodes_yes_is_a_word_not_a_number(capsys, tmp_path):
     err = render_jobs(capsys, tmp_path, "[{kind: TorchTrainJob, name: a, num_nodes: yes}]")
-    assert ("  - num_nodes: expected an integer, got the boolean true (YAML 1.1 reads yes/no/on/off as booleans): "
-            "write a number") in err
+    assert '  - num_nodes: "yes" is neither a number of nodes nor a node range MIN:MAX' in err
+
+
+def test_a_node_range_in_config_is_a_range_not_a_base_60_number(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, _ = render(capsys, out, str(PROGRAM), "--config",
+                     "jobs=[{kind: TorchTrainJob, name: a, num_nodes: 2:4, rendezvous: c10d}]")
+    assert code == 0
+    job = yaml.safe_load((out / "batch_v1-job-default-a-node-0.yaml").read_text())
+    assert job["spec"]["completions"] == 4
+    assert {"name": "PET_NNODES", "value": "2:4"} in job["spec"]["template"]["spec"]["containers"][0]["env"]
 
 
 def test_num_nodes_true_is_not_one(capsys, tmp_path):

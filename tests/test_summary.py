@@ -122,6 +122,18 @@ def test_every_diagram_of_the_example_stacks_is_drawn_by_mermaid(tmp_path, progr
     assert (tmp_path / "drawn.md").read_text().count("![diagram](./drawn-") == jobs
 
 
+def test_the_readme_draws_the_summary_with_the_command_it_gives(tmp_path):
+    mermaid_available()
+    [command] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith(
+        "scripts/mermaid/node_modules/.bin/mmdc ")]
+    rendered = tmp_path / "rendered" / "dev"
+    assert main(["render", str(REPO / "stacks" / "__main__.py"), "--stack", "dev", "--out", str(rendered)]) == 0
+    done = subprocess.run(command.replace("rendered/dev/", f"{rendered}/").split(), cwd=REPO, capture_output=True,
+                          text=True, timeout=DRAW_SECONDS)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert len(list(rendered.glob("drawn-*.svg"))) == 2
+
+
 def test_a_diagram_mermaid_refuses_fails_the_check(tmp_path):
     mermaid_available()
     good = summary(run(lambda: TorchTrainJob("llm", {"image": "ghcr.io/acme/train:1", "num_nodes": 2})))

@@ -48,7 +48,7 @@ def test_name_must_be_rfc1035_label(name):
 
 @pytest.mark.parametrize("args, field, fragment", [
     ({"num_nodes": 0}, "num_nodes", "greater than or equal to 1 (got 0)"),
-    ({"num_nodes": "two"}, "num_nodes", "valid integer"),
+    ({"num_nodes": "two"}, "num_nodes", "is neither a number of nodes nor a node range MIN:MAX"),
     ({"num_proc_per_node": 0}, "num_proc_per_node", 'must be a whole number >= 1 or "auto"'),
     ({"num_proc_per_node": "gpu"}, "num_proc_per_node", 'must be a whole number >= 1 or "auto"'),
     ({"num_node": 2}, "num_node", 'unknown argument "num_node"; did you mean "num_nodes"?'),
@@ -93,3 +93,16 @@ def test_an_invalid_job_after_a_valid_one_leaves_only_the_valid_one():
     error, result = attempt(program)
     assert isinstance(error, TrainJobError) and error.name == "bad"
     assert sorted(r.name for r in result.resources) == ["good", "good", "good-node-0"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("multikueue", "yes", 'expected true or false, got "yes" (YAML reads yes/no/on/off as words, as Pulumi reads '
+                          "stack files): write true or false"),
+    ("wait_for_completion", "true", 'expected true or false, got "true": write true or false'),
+    ("suspend", 1, "expected true or false, got the number 1: write true or false"),
+    ("num_nodes", True, "expected an integer, got the boolean true: write a number"),
+])
+def test_a_boolean_is_only_true_or_false_and_never_a_number(field, value, message):
+    error, stack = attempt(lambda: TorchTrainJob("demo", {"image": "img:1", field: value}))
+    assert [(i.field, i.message) for i in error.issues] == [(field, message)]
+    assert stack.resources == []

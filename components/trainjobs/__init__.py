@@ -9,8 +9,8 @@ __version__ = "0.1.0"
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from trainjobs.core.args import (DeviceRequest, EnvVar, ExtraRole, FailurePolicy, Initializer, PlatformProfile,
-                                 PodTemplate, Resources, TrainingRuntime, TrainJobArgs)
+from trainjobs.core.args import (DeviceRequest, EnvVar, ExtraRole, FailurePolicy, Initializer, Placement,
+                                 PlatformProfile, PodTemplate, Resources, TrainingRuntime, TrainJobArgs)
 from trainjobs.core.errors import Issue, TrainJobError
 from trainjobs.families import FAMILIES
 
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 _MODULE_OF = {**{name: f".families.{module}" for module, names in FAMILIES.items() for name in names},
               **{name: ".platform.namespace" for name in ("TrainingNamespace", "TrainingNamespaceArgs")}}
 
-__all__ = sorted(["DeviceRequest", "EnvVar", "ExtraRole", "FailurePolicy", "Initializer", "Issue", "PlatformProfile", "PodTemplate",
-                  "Resources", "TrainJobArgs", "TrainJobError", "TrainingRuntime", *_MODULE_OF])
+__all__ = sorted(["DeviceRequest", "EnvVar", "ExtraRole", "FailurePolicy", "Initializer", "Issue", "Placement",
+                  "PlatformProfile", "PodTemplate", "Resources", "TrainJobArgs", "TrainJobError", "TrainingRuntime",
+                  *_MODULE_OF])
 
 
 def __getattr__(name: str) -> Any:

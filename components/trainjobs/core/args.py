@@ -92,10 +92,23 @@ def _is_int_list(annotation: Any) -> bool:
         _is_int_list(arg) for arg in typing.get_args(annotation))
 
 
+def _is_bool(annotation: Any) -> bool:
+    return annotation is bool or (typing.get_origin(annotation) in (Union, types.UnionType)
+                                   and set(typing.get_args(annotation)) == {bool, type(None)})
+
+
 def _boolean_for_number(value: bool) -> str:
     """A boolean is never read as a number (pydantic would read true as 1)."""
-    return (f"expected an integer, got the boolean {str(value).lower()} (YAML 1.1 reads yes/no/on/off as booleans): "
-            "write a number")
+    return f"expected an integer, got the boolean {str(value).lower()}: write a number"
+
+
+def _not_a_boolean(value: Any) -> str:
+    """Only true and false are booleans (pydantic would read "yes", "on", "1" or 1 as true)."""
+    words = (" (YAML reads yes/no/on/off as words, as Pulumi reads stack files)"
+             if isinstance(value, str) and value.lower() in ("yes", "no", "on", "off", "y", "n") else "")
+    what = (shown(value) if isinstance(value, str) else f"the number {value}" if isinstance(value, (int, float))
+            else f"a {type(value).__name__}")
+    return f"expected true or false, got {what}{words}: write true or false"
 
 
 class MappingKeyError(ValueError):
@@ -163,6 +176,8 @@ class Model(BaseModel):
                 raise MappingKeyError(f"{key}{inner}", _PLAIN_ONLY)
             elif isinstance(value, bool) and _is_int(field.annotation):
                 raise MappingKeyError(key, _boolean_for_number(value))
+            elif value is not None and not isinstance(value, bool) and _is_bool(field.annotation):
+                raise MappingKeyError(key, _not_a_boolean(value))
             elif isinstance(value, list) and _is_int_list(field.annotation):
                 for i, item in enumerate(value):
                     if isinstance(item, bool):
@@ -595,13 +610,20 @@ class CommonArgs(_PodFields):
         """`num_nodes: "MIN:MAX"` is num_nodes MAX and min_nodes MIN, in every entry point."""
         if not isinstance(data, dict) or not isinstance(data.get("num_nodes"), str):
             return data
-        match = NODE_RANGE.fullmatch(data["num_nodes"].strip())
+        text = data["num_nodes"].strip()
+        match = NODE_RANGE.fullmatch(text)
         if match is None:
-            return data   # an integer in a string, or an error the field reports
+            if re.fullmatch(r"[-+]?\d+", text):
+                return data   # an integer in a string: the field checks it
+            raise MappingKeyError("num_nodes", f"{shown(data['num_nodes'])} is neither a number of nodes nor a node "
+                                               'range MIN:MAX (e.g. "2:4": 2 to 4 nodes)')
         if data.get("min_nodes") is not None:
             raise MappingKeyError("min_nodes", f'num_nodes "{data["num_nodes"]}" already gives the fewest nodes: '
                                                "remove min_nodes, or give num_nodes as a number")
         low, high = int(match.group(1)), int(match.group(2))
+        if low < 1:
+            raise MappingKeyError("num_nodes", f'"{data["num_nodes"]}" starts at {low} nodes: a node range MIN:MAX '
+                                               'has MIN at least 1 (e.g. "1:4")')
         if low >= high:
             raise MappingKeyError("num_nodes", f'"{data["num_nodes"]}" is not a node range MIN:MAX with MIN < MAX '
                                                '(e.g. "2:4"); for a fixed size give a number')
@@ -609,6 +631,9 @@ class CommonArgs(_PodFields):
 
     @pydantic.model_validator(mode="after")
     def _range_order(self) -> "CommonArgs":
+        """min_nodes below num_nodes; a profile's min_nodes alone is checked against each job's num_nodes."""
+        if not self.defaults_apply() and "num_nodes" not in self.model_fields_set:
+            return self
         if self.min_nodes is not None and self.num_nodes is not None and self.min_nodes >= self.num_nodes:
             raise MappingKeyError("min_nodes", f"{self.min_nodes} is not below num_nodes {self.num_nodes}: a node "
                                                "range MIN:MAX has MIN < MAX; for a fixed size give num_nodes alone")
@@ -761,6 +786,19 @@ class TrainJobArgs(CommonArgs):
 
     profile: Optional[PlatformProfile] = None
     """The platform's defaults for this job (see PlatformProfile); the job's own arguments override them."""
+
+    @pydantic.model_validator(mode="after")
+    def _profile_range_order(self) -> "TrainJobArgs":
+        """A node range half from the profile: its min_nodes below the num_nodes the job runs with."""
+        profile, given = self.profile, self.model_fields_set
+        if profile is None or "min_nodes" in given or profile.min_nodes is None:
+            return self
+        num_nodes = self.num_nodes if "num_nodes" in given or "num_nodes" not in profile.model_fields_set \
+            else profile.num_nodes
+        if num_nodes is not None and profile.min_nodes >= num_nodes:
+            raise MappingKeyError("profile.min_nodes", f"{profile.min_nodes} is not below the job's num_nodes "
+                                                       f"{num_nodes}: give the job more nodes, or its own min_nodes")
+        return self
     run: Optional[str] = None
     """The run this job is: its objects are named `<name>-<run>` and labelled `trainjobs.io/run`, so a new
     value starts a new run beside (or, replacing the old value, instead of) the previous one, and a finished

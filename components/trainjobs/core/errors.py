@@ -62,16 +62,18 @@ class TrainJobErrors(ValueError, RunError):
         super().__init__("\n".join(str(error) for error in self.errors))
 
 
-# While set, a job refused by its arguments is recorded here instead of stopping the program, so an offline
-# run reports every bad job at once; nothing of those jobs registers.
-_COLLECTED: ContextVar[list[TrainJobError] | None] = ContextVar("trainjobs_collected_errors", default=None)
+# While set, each job refused by its arguments is recorded here, with the refusals whose jobs are skipped (they
+# register nothing and the program goes on) rather than raised, so an offline run can report every bad job.
+_COLLECTED: ContextVar[tuple[list[TrainJobError], frozenset[str]] | None] = ContextVar(
+    "trainjobs_collected_errors", default=None)
 
 
 @contextmanager
-def collecting_errors() -> Iterator[list[TrainJobError]]:
-    """Within the block, components record their TrainJobError (`refused`) and register nothing."""
+def collecting_errors(skip: frozenset[str] = frozenset()) -> Iterator[list[TrainJobError]]:
+    """Within the block, components record their TrainJobError (`refused`) and raise it, as under the
+    engine, unless its text is in `skip`: then the job registers nothing and the program goes on."""
     collected: list[TrainJobError] = []
-    token = _COLLECTED.set(collected)
+    token = _COLLECTED.set((collected, skip))
     try:
         yield collected
     finally:
@@ -79,9 +81,11 @@ def collecting_errors() -> Iterator[list[TrainJobError]]:
 
 
 def refused(error: TrainJobError) -> bool:
-    """Record `error` when errors are being collected (True), else False: the caller raises it."""
-    collected = _COLLECTED.get()
-    if collected is None:
+    """Record `error` when errors are being collected; True when the caller skips its job and goes on, False
+    when it raises the error."""
+    collecting = _COLLECTED.get()
+    if collecting is None:
         return False
+    collected, skip = collecting
     collected.append(error)
-    return True
+    return str(error) in skip

@@ -2,10 +2,14 @@
 the rules of this installed trainjobs, so a user needs no checkout of the repository.
 
 The pack runs in the virtualenv trainjobs is installed in (PulumiPolicy.yaml names it); outside a
-virtualenv, Pulumi makes one in DIR/venv from requirements.txt, which pins this version of trainjobs.
+virtualenv, Pulumi makes one in DIR/venv from requirements.txt, which names this trainjobs where pip
+finds it: its checkout, the wheel or repository it was installed from, or, installed from a package
+index, its version there.
 """
 
+import importlib.metadata
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -33,7 +37,25 @@ def pack_files() -> dict[str, str]:
                 "runtime": {"name": "python", "options": {"toolchain": "pip",
                                                            "virtualenv": sys.prefix if in_virtualenv else "venv"}}}
     return {"PulumiPolicy.yaml": yaml.safe_dump(settings, sort_keys=False), "__main__.py": MAIN,
-            "requirements.txt": f"trainjobs[policy]=={__version__}\n"}
+            "requirements.txt": f"{requirement()}\n"}
+
+
+def requirement() -> str:
+    """This trainjobs as pip installs it again, with the `policy` extra. No package index has trainjobs unless it
+    was installed from one, so a version pin alone is written only then."""
+    project = Path(__file__).resolve().parents[3] / "pyproject.toml"   # components/trainjobs/policy/ in a checkout
+    if project.is_file() and 'name = "trainjobs"' in project.read_text(errors="replace"):
+        return f"trainjobs[policy] @ {project.parent.as_uri()}"   # run from a checkout, installed editable or not
+    try:
+        origin = importlib.metadata.distribution("trainjobs").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        origin = None
+    if origin:   # installed from a wheel, a directory or a repository (PEP 610)
+        source = json.loads(origin)
+        vcs = source.get("vcs_info")
+        url = f"{vcs['vcs']}+{source['url']}@{vcs['commit_id']}" if vcs else source["url"]
+        return f"trainjobs[policy] @ {url}"
+    return f"trainjobs[policy]=={__version__}"
 
 
 def write_pack(directory: Path) -> list[str]:

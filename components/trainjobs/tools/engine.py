@@ -33,7 +33,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop
 
 from trainjobs.core.deferred import REDACTED, SECRET_VALUES, UNKNOWN
 from trainjobs.core.errors import TrainJobError, TrainJobErrors, collecting_errors
-from trainjobs.tools.stackconfig import ConfigError, load_yaml_file
+from trainjobs.tools.stackconfig import ConfigError, config_text, load_yaml_file
 
 _SECRET_SIG_KEY = rpc._special_sig_key
 _SECRET_SIG = rpc._special_secret_sig
@@ -261,12 +261,13 @@ def run(program: Callable[[], Any], *, project: str = "test", stack: str = "test
         every_error: bool = False) -> StackResult:
     """Run `program` (a callable that declares resources) under mocks; return what it registered.
 
-    `config` keys without a namespace belong to `project`; non-string values are passed as JSON,
-    as Pulumi stores structured config, so `Config().require_object()` reads them. A key pair
+    `config` keys without a namespace belong to `project`; each value reaches the program as the text
+    Pulumi would pass it: a string as it is, None as "", anything else as JSON written as Pulumi writes
+    it (so `Config().require_object()` reads structured values, with keys sorted, and 1.0 reads as 1). A key pair
     (pulumi_tls.PrivateKey) holds a placeholder unless `real_keys` (an update only): then ssh-keygen
     makes a real key, about 20 ms each. Exceptions from the program (such as TrainJobError)
-    propagate unchanged; with `every_error`, the program goes on past a refused job and every refused
-    job's TrainJobError is raised at the end, together (TrainJobErrors).
+    propagate unchanged; with `every_error`, a refusal that stops the program is raised together with
+    every other refusal the program did not catch (TrainJobErrors; see `attempt`).
     """
     error, result = attempt(program, project=project, stack=stack, config=config, preview=preview,
                             secret_keys=secret_keys, stack_outputs=stack_outputs, real_keys=real_keys,
@@ -284,7 +285,41 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
 
         error, stack = attempt(lambda: TorchTrainJob("bad", {"num_nodes": 0}))
         assert isinstance(error, TrainJobError) and stack.resources == []
+
+    With `every_error`, the program runs as under the engine: a refused job raises its TrainJobError,
+    and a program that catches it goes on, as it does under `pulumi preview` (each refusal it caught
+    is noted among the warnings). A refusal that stops the program is recorded, and the program runs
+    again with that job skipped (it registers nothing, and the program goes on past it), until it
+    completes or stops otherwise: the error returned is every refusal that stopped it, in the order
+    the program made the jobs (TrainJobErrors, or the one TrainJobError), with what the last run
+    registered.
     """
+    def once(skip: frozenset[str] | None) -> tuple[Exception | None, StackResult, list[TrainJobError]]:
+        return _attempt(program, project=project, stack=stack, config=config, preview=preview,
+                        secret_keys=secret_keys, stack_outputs=stack_outputs, real_keys=real_keys, skip=skip)
+
+    if not every_error:
+        return once(None)[:2]
+    stopping: set[str] = set()
+    while True:
+        error, result, refusals = once(frozenset(stopping))
+        if not any(error is refusal for refusal in refusals):
+            break
+        stopping.add(str(error))   # a refusal the program did not catch: skip its job, and look for the next
+    caught = [refusal for refusal in refusals if str(refusal) not in stopping]
+    result.warnings.extend(f"caught by the program, which went on: {refusal}" for refusal in caught)
+    if not stopping:
+        return error, result
+    every = [refusal for refusal in refusals if str(refusal) in stopping]
+    every += [error] if isinstance(error, TrainJobError) else []   # what came after them may fail because of them
+    return every[0] if len(every) == 1 else TrainJobErrors(every), result
+
+
+def _attempt(program: Callable[[], Any], *, project: str, stack: str, config: dict[str, Any] | None, preview: bool,
+             secret_keys: list[str] | None, stack_outputs: dict[str, dict[str, Any]] | None, real_keys: bool,
+             skip: frozenset[str] | None) -> tuple[Exception | None, StackResult, list[TrainJobError]]:
+    """One run of `program`: its error, what it registered, and, unless `skip` is None, every refused job's error
+    (the jobs whose errors are in `skip` register nothing, and the program goes on past them)."""
     mocks = _EchoMocks(stack_outputs or {}, real_keys=real_keys and not preview)
     monitor = _RecordingMonitor(mocks)
     settings.set_root_resource(None)
@@ -308,7 +343,8 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
 
     collected: list[TrainJobError] = []
     try:
-        with _few_collections(), _no_call_stacks(), (collecting_errors() if every_error else nullcontext([])) as collected:
+        with _few_collections(), _no_call_stacks(), \
+                (nullcontext([]) if skip is None else collecting_errors(skip)) as collected:
             _run()
     except Exception as exc:  # a value that failed while resolving (an Output argument's check, say)
         raised.append(exc)
@@ -317,10 +353,7 @@ def attempt(program: Callable[[], Any], *, project: str = "test", stack: str = "
     if raised:
         _quiet_about(raised[0])
     error = _train_job_error(raised[0]) if raised else None
-    if collected:   # refused jobs first: what the program did after them may have failed because of them
-        every = [*collected, *([error] if isinstance(error, TrainJobError) else [])]
-        error = every[0] if len(every) == 1 else TrainJobErrors(every)
-    return error, StackResult(project, stack, list(monitor.registered), outputs, warnings)
+    return error, StackResult(project, stack, list(monitor.registered), outputs, warnings), collected
 
 
 # Young objects per collection, and collections of each generation per collection of the next (the
@@ -408,8 +441,11 @@ async def _collect_outputs(into: dict[str, Any]) -> None:
 
 
 def _config_map(project: str, config: dict[str, Any]) -> dict[str, str]:
-    return {key: value if isinstance(value, str) else json.dumps(value)
-            for key, value in _namespaced(project, config, "config").items()}
+    """Each value as the text Pulumi passes the program (stackconfig.config_text)."""
+    try:
+        return {key: config_text(value) for key, value in _namespaced(project, config, "config").items()}
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
 
 
 def _namespaced(project: str, config: dict[str, Any], source: str) -> dict[str, Any]:
