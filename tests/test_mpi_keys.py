@@ -1,0 +1,153 @@
+"""MPI jobs with an SSH private key the user supplies (`ssh_private_key`): the Secret holds it as a Pulumi
+secret with its derived public key, no pulumi-tls key pair is made, and a key mpirun cannot use is refused
+from every entry point. The keys in tests/mpi_keys are test keys; each `.pub` is `ssh-keygen -y`'s line."""
+
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec
+from pulumi.runtime import rpc
+
+from trainjobs import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob, MpiTrainJobArgs, TrainJobError
+from trainjobs.testing import attempt, run
+
+KEYS = Path(__file__).resolve().parent / "mpi_keys"
+BASE = {"image": "mpi:1", "command": ["mpirun", "python", "/app/hello.py"], "num_nodes": 2}
+KEY_PAIR = "tls:index/privateKey:PrivateKey"
+
+
+def key(name: str) -> str:
+    return (KEYS / name).read_text()
+
+
+def public_key(name: str) -> str:
+    return (KEYS / f"{name}.pub").read_text()
+
+
+def is_secret(value) -> bool:
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def ssh_secret(result, name="pi"):
+    return result.get("Secret", f"{name}-mpi-ssh-auth")
+
+
+# --- a good key -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ed25519", "ecdsa-p256.pem", "rsa-1024.p8"])
+def test_a_supplied_key_and_its_derived_public_key_make_the_secret_and_no_key_pair_is_made(name):
+    result = run(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": key(name)}))
+    secret = ssh_secret(result)
+    assert secret.manifest["stringData"] == {"ssh-privatekey": key(name), "ssh-publickey": public_key(name)}
+    assert is_secret(secret.inputs["stringData"])   # given as a plain string, still stored only as a secret
+    assert secret.redacted_manifest["stringData"] == {"ssh-privatekey": "[secret]", "ssh-publickey": "[secret]"}
+    assert result.find(type=KEY_PAIR) == []
+    assert (secret.manifest["type"], secret.manifest["immutable"]) == ("kubernetes.io/ssh-auth", True)
+
+
+def test_without_a_key_pulumi_tls_makes_one():
+    result = run(lambda: MpiTrainJob("pi", BASE))
+    assert result.get(type=KEY_PAIR).name == "pi-ssh-key"
+
+
+@pytest.mark.parametrize("cls", [MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob])
+def test_typed_args_of_every_mpi_component_take_the_key(cls):
+    args = cls.args_type(**BASE, ssh_private_key=key("ed25519"))
+    result = run(lambda: cls("pi", args))
+    assert ssh_secret(result).manifest["stringData"]["ssh-publickey"] == public_key("ed25519")
+    assert result.find(type=KEY_PAIR) == []
+
+
+def test_the_key_is_stored_with_unix_line_ends_and_a_final_newline():
+    # `pulumi config set` may drop the final newline, without which OpenSSH cannot load the key file.
+    pasted = key("ed25519").rstrip("\n").replace("\n", "\r\n")
+    result = run(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": pasted}))
+    assert ssh_secret(result).manifest["stringData"]["ssh-privatekey"] == key("ed25519")
+
+
+def test_a_key_from_secret_config_is_derived_when_it_resolves():
+    result = run(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": pulumi.Config().require_secret("key")}),
+                 config={"key": key("ecdsa-p256.pem")}, secret_keys=["key"])
+    secret = ssh_secret(result)
+    assert secret.manifest["stringData"] == {"ssh-privatekey": key("ecdsa-p256.pem"),
+                                             "ssh-publickey": public_key("ecdsa-p256.pem")}
+    assert is_secret(secret.inputs["stringData"])
+    assert result.find(type=KEY_PAIR) == []
+
+
+def test_a_key_unknown_during_preview_leaves_the_secret_unknown():
+    def program():
+        store = k8s.core.v1.Namespace("store", metadata={"name": "store"})   # a value the provider computes
+        MpiTrainJob("pi", {**BASE, "ssh_private_key": store.status.apply(lambda status: status["phase"])})
+
+    result = run(program, preview=True)
+    assert ssh_secret(result).manifest["stringData"] == "[unknown]"
+    assert result.find(type=KEY_PAIR) == []
+
+
+# --- a key mpirun cannot use ------------------------------------------------------------------------------------
+
+PUBLIC = ("this is a public key; give the private key (the file without .pub, e.g. id_ed25519): the public key "
+          "is derived from it")
+ENCRYPTED = ("the private key is encrypted with a passphrase, which mpirun cannot enter; give an unencrypted key "
+             "(`ssh-keygen -p -N '' -f <copy>` removes the passphrase of a copy) and keep it secret in Pulumi "
+             "config or your secret store")
+NOT_A_KEY = ("not a private key in OpenSSH or PEM format; give the whole key file, from its -----BEGIN ... PRIVATE "
+             "KEY----- line to its -----END ... PRIVATE KEY----- line (e.g. `pulumi config set --secret <key> < "
+             "id_ed25519`)")
+KINDS = "Ed25519, ECDSA (P-256, P-384, P-521) or RSA"
+
+
+def pem(private_key) -> str:
+    return private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption()).decode()
+
+
+def public_pem(name: str) -> str:
+    loaded = serialization.load_ssh_public_key(public_key(name).encode())
+    return loaded.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+BAD_KEYS = {
+    "public key line": (lambda: public_key("ed25519"), PUBLIC),
+    "public key PEM": (lambda: public_pem("ecdsa-p256.pem"), PUBLIC),
+    "passphrase, OpenSSH": (lambda: key("ed25519-passphrase"), ENCRYPTED),
+    "passphrase, PEM": (lambda: key("ecdsa-p256-passphrase.pem"), ENCRYPTED),
+    "no key": (lambda: "hunter2", NOT_A_KEY),
+    "cut short": (lambda: key("ed25519")[:200], NOT_A_KEY),
+    "DSA": (lambda: pem(dsa.generate_private_key(1024)),
+            f"a DSA key, which OpenSSH does not accept for logins; give an {KINDS} key"),
+    "secp256k1": (lambda: pem(ec.generate_private_key(ec.SECP256K1())),
+                  f"an ECDSA key on curve secp256k1, which OpenSSH does not accept; give an {KINDS} key"),
+}
+
+
+@pytest.mark.parametrize("value, message", BAD_KEYS.values(), ids=BAD_KEYS)
+@pytest.mark.parametrize("given_as", ["dict", "typed"])
+def test_a_key_mpirun_cannot_use_is_refused_before_anything_registers(value, message, given_as):
+    bad = value()
+    args = {**BASE, "ssh_private_key": bad}
+    error, result = attempt(lambda: MpiTrainJob("pi", args if given_as == "dict" else MpiTrainJobArgs(**args)))
+    assert isinstance(error, TrainJobError)
+    assert [str(issue) for issue in error.issues] == [f"ssh_private_key: {message}"]
+    assert result.resources == []
+    assert not any(line in str(error) for line in bad.splitlines()[1:-1] if len(line) > 8)   # the key is not shown
+
+
+def test_a_bad_key_from_an_output_fails_naming_the_argument():
+    bad = pulumi.Output.secret(key("ed25519-passphrase"))
+    error, _ = attempt(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": bad}))
+    assert isinstance(error, TrainJobError)
+    assert [str(issue) for issue in error.issues] == [f"ssh_private_key: {ENCRYPTED} (the value arrived as an Output)"]
+
+
+def test_the_algorithm_of_a_generated_key_is_refused_with_a_supplied_one():
+    error, result = attempt(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": key("ed25519"),
+                                                       "ssh_key_algorithm": "ED25519"}))
+    assert isinstance(error, TrainJobError) and result.resources == []
+    assert [str(issue) for issue in error.issues] == [
+        "ssh_key_algorithm: chooses the algorithm of a generated key, and with ssh_private_key no key is generated; "
+        "drop ssh_key_algorithm"]
