@@ -13,6 +13,7 @@ from pulumi.runtime import rpc
 
 from trainjobs import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob, MpiTrainJobArgs, TrainJobError
 from trainjobs.testing import attempt, run
+from trainjobs.tools.stackconfig import load_yaml
 
 KEYS = Path(__file__).resolve().parent / "mpi_keys"
 BASE = {"image": "mpi:1", "command": ["mpirun", "python", "/app/hello.py"], "num_nodes": 2}
@@ -61,11 +62,21 @@ def test_typed_args_of_every_mpi_component_take_the_key(cls):
     assert result.find(type=KEY_PAIR) == []
 
 
-def test_the_key_is_stored_with_unix_line_ends_and_a_final_newline():
+PASTED = {
     # `pulumi config set` may drop the final newline, without which OpenSSH cannot load the key file.
-    pasted = key("ed25519").rstrip("\n").replace("\n", "\r\n")
+    "CRLF, no final newline": lambda text: text.rstrip("\n").replace("\n", "\r\n"),
+    # `--config mpiSshKey=...` and a plain multi-line YAML scalar fold the lines into spaces.
+    "folded by YAML": lambda text: load_yaml(text, "--config mpiSshKey"),
+}
+
+
+@pytest.mark.parametrize("name", ["ed25519", "rsa-1024.p8"])
+@pytest.mark.parametrize("paste", PASTED.values(), ids=PASTED)
+def test_the_secret_holds_the_key_file_as_ssh_keygen_wrote_it(name, paste):
+    pasted = paste(key(name))
+    assert pasted != key(name)
     result = run(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": pasted}))
-    assert ssh_secret(result).manifest["stringData"]["ssh-privatekey"] == key("ed25519")
+    assert ssh_secret(result).manifest["stringData"] == {"ssh-privatekey": key(name), "ssh-publickey": public_key(name)}
 
 
 def test_a_key_from_secret_config_is_derived_when_it_resolves():
@@ -116,6 +127,7 @@ BAD_KEYS = {
     "public key PEM": (lambda: public_pem("ecdsa-p256.pem"), PUBLIC),
     "passphrase, OpenSSH": (lambda: key("ed25519-passphrase"), ENCRYPTED),
     "passphrase, PEM": (lambda: key("ecdsa-p256-passphrase.pem"), ENCRYPTED),
+    "passphrase, PEM folded": (lambda: " ".join(key("ecdsa-p256-passphrase.pem").split("\n")), ENCRYPTED),
     "no key": (lambda: "hunter2", NOT_A_KEY),
     "cut short": (lambda: key("ed25519")[:200], NOT_A_KEY),
     "DSA": (lambda: pem(dsa.generate_private_key(1024)),

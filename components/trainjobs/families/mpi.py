@@ -345,14 +345,29 @@ def _is_root(template: PodTemplate, mount_path: str) -> bool:
 # What a pasted public key starts with (an authorized_keys line, PEM, RFC 4716).
 _PUBLIC_KEY_STARTS = ("ssh-", "ecdsa-sha2-", "sk-", "-----BEGIN PUBLIC KEY-----", "-----BEGIN RSA PUBLIC KEY-----",
                       "---- BEGIN SSH2 PUBLIC KEY ----")
-_OPENSSH_CURVES = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
+_OPENSSH_CURVES = {"secp256r1", "secp384r1", "secp521r1"}
 _KEY_TYPES = "Ed25519, ECDSA (P-256, P-384, P-521) or RSA"
+_ENCRYPTED_KEY = ("the private key is encrypted with a passphrase, which mpirun cannot enter; give an unencrypted "
+                  "key (`ssh-keygen -p -N '' -f <copy>` removes the passphrase of a copy) and keep it secret in "
+                  "Pulumi config or your secret store")
+
+
+# A key file's armor: the base64 between the BEGIN and END lines, and PEM headers (an encrypted key's).
+_ARMOR = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
 
 
 def supplied_private_key(private_key: str) -> str:
-    """The key as the Secret holds it: Unix line ends and a final newline, without which OpenSSH cannot load
-    the key file (a value set with `pulumi config set` often lacks one)."""
-    return "\n".join(private_key.strip().splitlines()) + "\n"
+    """The key file as OpenSSH reads it: the armor lines on lines of their own, the base64 wrapped as
+    ssh-keygen (70) and OpenSSL (64) write it, Unix line ends and a final newline. A key pasted as a
+    YAML plain scalar (`--config mpiSshKey=...`) arrives with its lines folded into spaces, and a value
+    set with `pulumi config set` may lack the final newline."""
+    found = _ARMOR.search(private_key)
+    if found is None or ":" in found.group(2):   # no key file, or PEM headers: refused by ssh_public_key
+        return "\n".join(private_key.strip().splitlines()) + "\n"
+    label, body = found.group(1), "".join(found.group(2).split())
+    width = 70 if label == "OPENSSH PRIVATE KEY" else 64
+    return "\n".join([f"-----BEGIN {label}-----", *(body[i:i + width] for i in range(0, len(body), width)),
+                      f"-----END {label}-----"]) + "\n"
 
 
 def ssh_public_key(private_key: str) -> str:
@@ -366,6 +381,9 @@ def ssh_public_key(private_key: str) -> str:
     if text.startswith(_PUBLIC_KEY_STARTS):
         raise ValueError("this is a public key; give the private key (the file without .pub, e.g. id_ed25519): "
                          "the public key is derived from it")
+    if "Proc-Type: 4,ENCRYPTED" in text:   # cryptography reads no PEM headers once the lines are folded
+        raise ValueError(_ENCRYPTED_KEY)
+    text = supplied_private_key(text)
     from cryptography.exceptions import UnsupportedAlgorithm   # here: only jobs with a supplied key need it
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -374,9 +392,7 @@ def ssh_public_key(private_key: str) -> str:
     try:
         key = load(text.encode(), password=None)
     except TypeError:   # cryptography: the key is encrypted and no password was given
-        raise ValueError("the private key is encrypted with a passphrase, which mpirun cannot enter; give an "
-                         "unencrypted key (`ssh-keygen -p -N '' -f <copy>` removes the passphrase of a copy) and "
-                         "keep it secret in Pulumi config or your secret store") from None
+        raise ValueError(_ENCRYPTED_KEY) from None
     except (ValueError, UnsupportedAlgorithm):
         raise ValueError("not a private key in OpenSSH or PEM format; give the whole key file, from its "
                          "-----BEGIN ... PRIVATE KEY----- line to its -----END ... PRIVATE KEY----- line "
