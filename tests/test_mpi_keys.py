@@ -2,6 +2,7 @@
 secret with its derived public key, no pulumi-tls key pair is made, and a key mpirun cannot use is refused
 from every entry point. The keys in tests/mpi_keys are test keys; each `.pub` is `ssh-keygen -y`'s line."""
 
+import shutil
 from pathlib import Path
 
 import pulumi
@@ -13,11 +14,15 @@ from pulumi.runtime import rpc
 
 from trainjobs import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob, MpiTrainJobArgs, TrainJobError
 from trainjobs.testing import attempt, run
+from trainjobs.tools.cli.main import main
+from trainjobs.tools.engine import run_program
 from trainjobs.tools.stackconfig import load_yaml
 
+ROOT = Path(__file__).resolve().parent.parent
 KEYS = Path(__file__).resolve().parent / "mpi_keys"
 BASE = {"image": "mpi:1", "command": ["mpirun", "python", "/app/hello.py"], "num_nodes": 2}
 KEY_PAIR = "tls:index/privateKey:PrivateKey"
+PROGRAM = ROOT / "stacks" / "__main__.py"
 
 
 def key(name: str) -> str:
@@ -163,3 +168,65 @@ def test_the_algorithm_of_a_generated_key_is_refused_with_a_supplied_one():
     assert [str(issue) for issue in error.issues] == [
         "ssh_key_algorithm: chooses the algorithm of a generated key, and with ssh_private_key no key is generated; "
         "drop ssh_key_algorithm"]
+
+
+# --- the example stacks: `mpiSshKey` ----------------------------------------------------------------------------
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.out + printed.err
+    return code, printed.out, printed.err
+
+
+def test_the_hpc_stack_with_mpi_ssh_key_runs_without_pulumi_tls():
+    result = run_program(PROGRAM, stack="hpc", config={"mpiSshKey": key("ed25519")})
+    assert result.find(type=KEY_PAIR) == []
+    for job in ("pi", "ds-finetune"):
+        assert ssh_secret(result, job).manifest["stringData"] == {"ssh-privatekey": key("ed25519"),
+                                                                  "ssh-publickey": public_key("ed25519")}
+    assert len(run_program(PROGRAM, stack="hpc").find(type=KEY_PAIR)) == 2   # the default: pulumi-tls
+
+
+def test_a_render_with_mpi_ssh_key_shows_the_key_as_secret_only(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, printed, _ = cli(capsys, "render", str(PROGRAM), "--stack", "hpc", "--config",
+                           f"mpiSshKey={key('rsa-1024.p8')}", "--out", str(out))
+    assert code == 0
+    assert "PrivateKey" not in printed and "PrivateKey" not in (out / "tree.txt").read_text()
+    secret = (out / "v1-secret-default-pi-mpi-ssh-auth.yaml").read_text()
+    assert "stringData:\n  ssh-privatekey: '[secret]'\n  ssh-publickey: '[secret]'\n" in secret
+    written = "".join(path.read_text() for path in out.iterdir())
+    assert not any(line in written for line in key("rsa-1024.p8").splitlines()[1:-1])
+
+
+def test_a_bad_mpi_ssh_key_is_an_error_naming_the_argument(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, _, err = cli(capsys, "render", str(PROGRAM), "--stack", "hpc", "--config",
+                       f"mpiSshKey={public_key('ed25519')}", "--out", str(out))
+    assert code == 2 and not out.exists()
+    assert err == (f'error: MpiTrainJob "pi": invalid arguments\n  - ssh_private_key: {PUBLIC}\n'
+                   f'error: DeepSpeedTrainJob "ds-finetune": invalid arguments\n  - ssh_private_key: {PUBLIC}\n')
+
+
+def test_a_job_s_own_key_wins_over_mpi_ssh_key():
+    jobs = [{"kind": "MpiTrainJob", "name": "a", **BASE, "ssh_private_key": key("ecdsa-p256.pem")},
+            {"kind": "MpiTrainJob", "name": "b", **BASE}, {"kind": "TorchTrainJob", "name": "c"}]
+    result = run_program(PROGRAM, stack="hpc", config={"mpiSshKey": key("ed25519"), "jobs": jobs})
+    assert ssh_secret(result, "a").manifest["stringData"]["ssh-publickey"] == public_key("ecdsa-p256.pem")
+    assert ssh_secret(result, "b").manifest["stringData"]["ssh-publickey"] == public_key("ed25519")
+
+
+def test_an_encrypted_mpi_ssh_key_renders_offline(capsys, tmp_path):
+    (tmp_path / "stacks").mkdir()
+    shutil.copy(PROGRAM, tmp_path / "stacks" / "__main__.py")
+    (tmp_path / "Pulumi.yaml").write_text("name: proj\nruntime: python\nmain: stacks/\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text(
+        "config:\n  proj:mpiSshKey:\n    secure: v1:abc\n  proj:jobs:\n    - kind: MpiTrainJob\n      name: pi\n"
+        "      image: mpi:1\n      command: [mpirun, /app/pi]\n")
+    out = tmp_path / "out"
+    code, printed, _ = cli(capsys, "render", str(tmp_path / "stacks"), "--out", str(out))
+    assert code == 0
+    assert "Secret pi-mpi-ssh-auth" in printed and "PrivateKey" not in printed
+    assert "ssh-privatekey: '[secret]'" in (out / "v1-secret-default-pi-mpi-ssh-auth.yaml").read_text()
