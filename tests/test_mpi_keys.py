@@ -189,16 +189,22 @@ def test_the_hpc_stack_with_mpi_ssh_key_runs_without_pulumi_tls():
     assert len(run_program(PROGRAM, stack="hpc").find(type=KEY_PAIR)) == 2   # the default: pulumi-tls
 
 
-def test_a_render_with_mpi_ssh_key_shows_the_key_as_secret_only(capsys, tmp_path):
+def test_render_and_explain_with_mpi_ssh_key_show_the_key_as_secret_only(capsys, tmp_path):
     out = tmp_path / "out"
-    code, printed, _ = cli(capsys, "render", str(PROGRAM), "--stack", "hpc", "--config",
-                           f"mpiSshKey={key('rsa-1024.p8')}", "--out", str(out))
+    config = f"mpiSshKey={key('rsa-1024.p8')}"
+    code, printed, _ = cli(capsys, "render", str(PROGRAM), "--stack", "hpc", "--config", config, "--out", str(out))
     assert code == 0
     assert "PrivateKey" not in printed and "PrivateKey" not in (out / "tree.txt").read_text()
     secret = (out / "v1-secret-default-pi-mpi-ssh-auth.yaml").read_text()
     assert "stringData:\n  ssh-privatekey: '[secret]'\n  ssh-publickey: '[secret]'\n" in secret
-    written = "".join(path.read_text() for path in out.iterdir())
-    assert not any(line in written for line in key("rsa-1024.p8").splitlines()[1:-1])
+    code, explained, _ = cli(capsys, "explain", str(PROGRAM), "--stack", "hpc", "--job", "pi-launcher-0", "--config",
+                             config)
+    assert code == 0
+    assert ("  file /root/.ssh/id_rsa (mode 0600) = Secret pi-mpi-ssh-auth key ssh-privatekey: [secret]\n"
+            "  file /root/.ssh/id_rsa.pub (mode 0644) = Secret pi-mpi-ssh-auth key ssh-publickey: [secret]\n"
+            ) in explained
+    shown = explained + "".join(path.read_text() for path in out.iterdir())
+    assert not any(line in shown for line in key("rsa-1024.p8").splitlines()[1:-1])
 
 
 def test_a_bad_mpi_ssh_key_is_an_error_naming_the_argument(capsys, tmp_path):
