@@ -1,8 +1,9 @@
 """MPI family: mpirun over SSH from a launcher pod, with no operator.
 
 Objects for job `N`: headless Service `N`, SSH Secret `N-mpi-ssh-auth` (a key pair generated once and
-kept in Pulumi state, or the private key the user supplies and its derived public key), hostfile ConfigMap `N-mpi-hostfile`, launcher Job `N-launcher-0` (1 pod) and,
-when there are hosts besides the launcher, node Job `N-node-0` whose pods run sshd.
+kept in Pulumi state, or the user's private key and its derived public key), hostfile ConfigMap
+`N-mpi-hostfile`, launcher Job `N-launcher-0` (1 pod) and, when there are hosts besides the launcher,
+node Job `N-node-0` whose pods run sshd.
 
 Lifecycle without an operator:
 - the launcher pod's init container waits, up to `launcher_wait_timeout_seconds`, until every host in
@@ -586,7 +587,8 @@ class MpiFamily(Family):
             try:
                 if not isinstance(private_key, str):
                     raise ValueError(f"expected a string, got {type(private_key).__name__}")
-                return {"ssh-privatekey": supplied_private_key(private_key), "ssh-publickey": ssh_public_key(private_key)}
+                return {"ssh-privatekey": supplied_private_key(private_key),
+                        "ssh-publickey": ssh_public_key(private_key)}
             except ValueError as exc:
                 raise TrainJobError(self.component, name, [Issue("ssh_private_key", f"{exc} (the value arrived "
                                                                                     "as an Output)")]) from None
