@@ -3,13 +3,14 @@ secret with its derived public key, no pulumi-tls key pair is made, and a key mp
 from every entry point. The keys in tests/mpi_keys are test keys; each `.pub` is `ssh-keygen -y`'s line."""
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, rsa
 from pulumi.runtime import rpc
 
 from trainjobs import DeepSpeedTrainJob, MlxTrainJob, MpiTrainJob, MpiTrainJobArgs, TrainJobError
@@ -52,6 +53,27 @@ def test_a_supplied_key_and_its_derived_public_key_make_the_secret_and_no_key_pa
     assert secret.redacted_manifest["stringData"] == {"ssh-privatekey": "[secret]", "ssh-publickey": "[secret]"}
     assert result.find(type=KEY_PAIR) == []
     assert (secret.manifest["type"], secret.manifest["immutable"]) == ("kubernetes.io/ssh-auth", True)
+
+
+KEY_FORMATS = {
+    "Ed25519 OpenSSH": (lambda: ed25519.Ed25519PrivateKey.generate(), serialization.PrivateFormat.OpenSSH),
+    "ECDSA P-384 OpenSSH": (lambda: ec.generate_private_key(ec.SECP384R1()), serialization.PrivateFormat.OpenSSH),
+    "ECDSA P-521 SEC1": (lambda: ec.generate_private_key(ec.SECP521R1()),
+                         serialization.PrivateFormat.TraditionalOpenSSL),
+    "RSA 2048 PKCS#1": (lambda: rsa.generate_private_key(65537, 2048), serialization.PrivateFormat.TraditionalOpenSSL),
+}
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
+@pytest.mark.parametrize("make, private_format", KEY_FORMATS.values(), ids=KEY_FORMATS)
+def test_openssh_loads_the_stored_key_and_it_matches_the_derived_public_key(make, private_format, tmp_path):
+    text = make().private_bytes(serialization.Encoding.PEM, private_format, serialization.NoEncryption()).decode()
+    data = ssh_secret(run(lambda: MpiTrainJob("pi", {**BASE, "ssh_private_key": text}))).manifest["stringData"]
+    stored = tmp_path / "id_rsa"
+    stored.write_text(data["ssh-privatekey"])
+    stored.chmod(0o600)
+    derived = subprocess.run(["ssh-keygen", "-y", "-f", str(stored)], capture_output=True, text=True, check=True)
+    assert derived.stdout.split()[:2] == data["ssh-publickey"].split()
 
 
 def test_without_a_key_pulumi_tls_makes_one():
@@ -137,6 +159,10 @@ BAD_KEYS = {
     "cut short": (lambda: key("ed25519")[:200], NOT_A_KEY),
     "DSA": (lambda: pem(dsa.generate_private_key(1024)),
             f"a DSA key, which OpenSSH does not accept for logins; give an {KINDS} key"),
+    "Ed25519 PEM": (lambda: pem(ed25519.Ed25519PrivateKey.generate()),
+                    "an Ed25519 key in PEM (PKCS#8) format, which some OpenSSH versions cannot load (9.2, Debian "
+                    "12's, among them); give it in OpenSSH format (-----BEGIN OPENSSH PRIVATE KEY-----), as "
+                    "`ssh-keygen -t ed25519` writes it"),
     "secp256k1": (lambda: pem(ec.generate_private_key(ec.SECP256K1())),
                   f"an ECDSA key on curve secp256k1, which OpenSSH does not accept; give an {KINDS} key"),
 }

@@ -127,7 +127,7 @@ class MpiTrainJobArgs(TrainJobArgs):
     """Algorithm of the generated key pair: ECDSA-P521 or ED25519."""
     ssh_private_key: Optional[pulumi.Input[str]] = None
     """The job's SSH private key instead of a generated one (which needs the pulumi-tls plugin): an
-    unencrypted Ed25519, ECDSA or RSA key in OpenSSH or PEM format, typically
+    unencrypted ECDSA or RSA key in OpenSSH or PEM format, or Ed25519 in OpenSSH format, typically
     `pulumi.Config().require_secret(...)`. Always stored as a Pulumi secret; the public key is derived
     from it."""
     launcher_wait_timeout_seconds: Optional[int] = Field(default=300, ge=1, le=2**31 - 1)
@@ -404,6 +404,10 @@ def ssh_public_key(private_key: str) -> str:
     if not isinstance(key, (ed25519.Ed25519PrivateKey, ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
         kind = type(key).__name__.removeprefix("_").removesuffix("PrivateKey")
         raise ValueError(f"a {kind} key, which OpenSSH does not accept for logins; give an {_KEY_TYPES} key")
+    if isinstance(key, ed25519.Ed25519PrivateKey) and load is serialization.load_pem_private_key:
+        raise ValueError("an Ed25519 key in PEM (PKCS#8) format, which some OpenSSH versions cannot load (9.2, "
+                         "Debian 12's, among them); give it in OpenSSH format (-----BEGIN OPENSSH PRIVATE KEY-----), "
+                         "as `ssh-keygen -t ed25519` writes it")
     line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return line.decode() + "\n"
 
