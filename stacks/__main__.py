@@ -20,6 +20,12 @@ mounted read-only in the job's pods, so a stock image runs them (at most 1 MiB i
 
       code: {files: [train.py], mount_path: /workspace}
 
+MPI jobs (MpiTrainJob, DeepSpeedTrainJob, MlxTrainJob) generate their SSH key with pulumi-tls unless the
+stack has a secret `mpiSshKey`: an unencrypted private key every MPI job then uses as its `ssh_private_key`
+(a job's own `ssh_private_key` wins). No pulumi-tls plugin is needed then:
+
+      pulumi config set --secret mpiSshKey < id_ed25519
+
 Every entry is checked before anything is created; the problems stop the program as a
 pulumi.RunError, which `pulumi up` and `trainjobs render` print without a traceback.
 """
@@ -175,9 +181,14 @@ def read_profile(key: str, profile: Any) -> trainjobs.PlatformProfile | None:
 
 config = pulumi.Config()
 profile = read_profile(config.full_key("profile"), config.get_object("profile"))
+# Read as a plain string so that every job checks it before anything registers; each job stores it only as a
+# Pulumi secret.
+ssh_key = config.get("mpiSshKey")
 for job in read_jobs(config.full_key("jobs"), config.require_object("jobs")):
     if profile is not None:
         job.args.setdefault("profile", profile)
+    if ssh_key is not None and "ssh_private_key" in job.component.args_type.model_fields:
+        job.args.setdefault("ssh_private_key", ssh_key)
     shipped = ship_code(job)
     component = job.component(job.name, job.args, pulumi.ResourceOptions(depends_on=shipped))
     pulumi.export(job.name, {key: getattr(component, key) for key in component.outputs_type.model_fields})

@@ -10,14 +10,16 @@ Outputs anywhere inside resource inputs.
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["Concat", "Digest", "GeneratedSSHKey", "PLACEHOLDERS", "REDACTED", "SECRET_VALUES", "UNKNOWN",
-           "concat", "digest", "is_plain", "short_digest"]
+__all__ = ["Concat", "Derived", "ENCRYPTED", "GeneratedSSHKey", "PLACEHOLDERS", "REDACTED", "SECRET_VALUES",
+           "UNKNOWN", "concat", "digest", "is_plain", "short_digest"]
 
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
 REDACTED = "[secret]"    # what views show for a secret value
 UNKNOWN = "[unknown]"    # what views show for a value known only after the update (during a preview)
+# What an offline render reads for a stack file's encrypted (`secure:`) value, which it cannot decrypt.
+ENCRYPTED = "<encrypted in the stack file; not decrypted offline>"
 
 
 def is_plain(value: Any) -> bool:
@@ -46,10 +48,11 @@ def concat(*parts: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Digest:
-    """The short content hash of a value, once every part of it is known."""
+class Derived:
+    """`function(value)` once every part of `value` is known."""
 
     value: Any
+    function: Callable[[Any], Any]
 
 
 def short_digest(value: Any) -> str:
@@ -58,7 +61,7 @@ def short_digest(value: Any) -> str:
 
 
 def digest(value: Any) -> Any:
-    return short_digest(value) if is_plain(value) else Digest(value)
+    return short_digest(value) if is_plain(value) else Derived(value, short_digest)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class GeneratedSSHKey:
     algorithm: str = "ECDSA-P521"
 
 
-PLACEHOLDERS = (Concat, Digest, GeneratedSSHKey)
+PLACEHOLDERS = (Concat, Derived, GeneratedSSHKey)
 
 # Plain text of the secret Outputs that job arguments held, noted as they resolve. Pulumi marks a whole
 # resource input secret when any value inside it is; the views redact just these values inside it.

@@ -1,8 +1,9 @@
 """MPI family: mpirun over SSH from a launcher pod, with no operator.
 
 Objects for job `N`: headless Service `N`, SSH Secret `N-mpi-ssh-auth` (a key pair generated once and
-kept in Pulumi state), hostfile ConfigMap `N-mpi-hostfile`, launcher Job `N-launcher-0` (1 pod) and,
-when there are hosts besides the launcher, node Job `N-node-0` whose pods run sshd.
+kept in Pulumi state, or the user's private key and its derived public key), hostfile ConfigMap
+`N-mpi-hostfile`, launcher Job `N-launcher-0` (1 pod) and, when there are hosts besides the launcher,
+node Job `N-node-0` whose pods run sshd.
 
 Lifecycle without an operator:
 - the launcher pod's init container waits, up to `launcher_wait_timeout_seconds`, until every host in
@@ -28,8 +29,8 @@ from trainjobs.kube.apivalidation import MAX_ENV_STRING
 from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
                                  shared_runtime)
 from trainjobs.pipeline.component import TrainJobComponent
-from trainjobs.core.errors import shown
-from trainjobs.core.deferred import GeneratedSSHKey, concat
+from trainjobs.core.errors import Issue, TrainJobError, shown
+from trainjobs.core.deferred import ENCRYPTED, UNKNOWN, Derived, GeneratedSSHKey, concat
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import metadata
 from trainjobs.core.objects import container, gpu_count, object_labels, template_env
@@ -124,6 +125,11 @@ class MpiTrainJobArgs(TrainJobArgs):
     . _ - + @. Default: the runtime's (/root/.ssh, /home/mpiuser/.ssh for Kubeflow's)."""
     ssh_key_algorithm: Optional[SshKeyAlgorithm] = SshKeyAlgorithm.ECDSA_P521.value
     """Algorithm of the generated key pair: ECDSA-P521 or ED25519."""
+    ssh_private_key: Optional[pulumi.Input[str]] = None
+    """The job's SSH private key instead of a generated one (which needs the pulumi-tls plugin): an
+    unencrypted ECDSA or RSA key in OpenSSH or PEM format, or Ed25519 in OpenSSH format, typically
+    `pulumi.Config().require_secret(...)`. Always stored as a Pulumi secret; the public key is derived
+    from it."""
     launcher_wait_timeout_seconds: Optional[int] = Field(default=300, ge=1, le=2**31 - 1)
     """How long the launcher waits for every host to resolve and accept SSH before it fails."""
     cluster_domain: Optional[str] = CLUSTER_DOMAIN
@@ -175,7 +181,7 @@ class MpiOutputs(JobOutputs):
     mpi_implementation: str
     """OpenMPI, IntelMPI or MPICH."""
     ssh_secret_name: str
-    """The Secret holding the generated key pair."""
+    """The Secret holding the job's key pair (generated, or from ssh_private_key)."""
 
 
 # mpirun passes its ssh options on as words split at white space, with quotes kept literally (OpenMPI's
@@ -337,6 +343,75 @@ def _is_root(template: PodTemplate, mount_path: str) -> bool:
     return mount_path == "/root/.ssh" or mount_path.startswith("/root/")
 
 
+# What a pasted public key starts with (an authorized_keys line, PEM, RFC 4716).
+_PUBLIC_KEY_STARTS = ("ssh-", "ecdsa-sha2-", "sk-", "-----BEGIN PUBLIC KEY-----", "-----BEGIN RSA PUBLIC KEY-----",
+                      "---- BEGIN SSH2 PUBLIC KEY ----")
+_OPENSSH_CURVES = {"secp256r1", "secp384r1", "secp521r1"}
+_KEY_TYPES = "Ed25519, ECDSA (P-256, P-384, P-521) or RSA"
+_ENCRYPTED_KEY = ("the private key is encrypted with a passphrase, which mpirun cannot enter; give an unencrypted "
+                  "key (`ssh-keygen -p -N '' -f <copy>` removes the passphrase of a copy) and keep it secret in "
+                  "Pulumi config or your secret store")
+
+
+# A key file's armor: the base64 between the BEGIN and END lines, and PEM headers (an encrypted key's).
+_ARMOR = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def supplied_private_key(private_key: str) -> str:
+    """The key file as OpenSSH reads it: the armor lines on lines of their own, the base64 wrapped as
+    ssh-keygen (70) and OpenSSL (64) write it, Unix line ends and a final newline. A key pasted as a
+    YAML plain scalar (`--config mpiSshKey=...`) arrives with its lines folded into spaces, and a value
+    set with `pulumi config set` may lack the final newline."""
+    found = _ARMOR.search(private_key)
+    if found is None or ":" in found.group(2):   # no key file, or PEM headers: refused by ssh_public_key
+        return "\n".join(private_key.strip().splitlines()) + "\n"
+    label, body = found.group(1), "".join(found.group(2).split())
+    width = 70 if label == "OPENSSH PRIVATE KEY" else 64
+    return "\n".join([f"-----BEGIN {label}-----", *(body[i:i + width] for i in range(0, len(body), width)),
+                      f"-----END {label}-----"]) + "\n"
+
+
+def ssh_public_key(private_key: str) -> str:
+    """The authorized_keys line of an unencrypted private key (OpenSSH or PEM); ValueError saying what is wrong.
+
+    No message repeats any part of the value: it is a secret.
+    """
+    text = private_key.strip()
+    if text == ENCRYPTED:   # an offline render of a stack file's secure value: known only to `pulumi up`
+        return UNKNOWN
+    if text.startswith(_PUBLIC_KEY_STARTS):
+        raise ValueError("this is a public key; give the private key (the file without .pub, e.g. id_ed25519): "
+                         "the public key is derived from it")
+    if "Proc-Type: 4,ENCRYPTED" in text:   # cryptography reads no PEM headers once the lines are folded
+        raise ValueError(_ENCRYPTED_KEY)
+    text = supplied_private_key(text)
+    from cryptography.exceptions import UnsupportedAlgorithm   # here: only jobs with a supplied key need it
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    load = (serialization.load_ssh_private_key if text.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+            else serialization.load_pem_private_key)
+    try:
+        key = load(text.encode(), password=None)
+    except TypeError:   # cryptography: the key is encrypted and no password was given
+        raise ValueError(_ENCRYPTED_KEY) from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise ValueError("not a private key in OpenSSH or PEM format; give the whole key file, from its "
+                         "-----BEGIN ... PRIVATE KEY----- line to its -----END ... PRIVATE KEY----- line "
+                         "(e.g. `pulumi config set --secret <key> < id_ed25519`)") from None
+    if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name not in _OPENSSH_CURVES:
+        raise ValueError(f"an ECDSA key on curve {key.curve.name}, which OpenSSH does not accept; give an "
+                         f"{_KEY_TYPES} key")
+    if not isinstance(key, (ed25519.Ed25519PrivateKey, ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        kind = type(key).__name__.removeprefix("_").removesuffix("PrivateKey")
+        raise ValueError(f"a {kind} key, which OpenSSH does not accept for logins; give an {_KEY_TYPES} key")
+    if isinstance(key, ed25519.Ed25519PrivateKey) and load is serialization.load_pem_private_key:
+        raise ValueError("an Ed25519 key in PEM (PKCS#8) format, which some OpenSSH versions cannot load (9.2, "
+                         "Debian 12's, among them); give it in OpenSSH format (-----BEGIN OPENSSH PRIVATE KEY-----), "
+                         "as `ssh-keygen -t ed25519` writes it")
+    line = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return line.decode() + "\n"
+
+
 def ssh_volume(name: str, as_root: bool) -> dict[str, Any]:
     """The key pair as `id_rsa`, `id_rsa.pub`, `authorized_keys`.
 
@@ -471,6 +546,16 @@ class MpiFamily(Family):
             issues.add(field, f"{shown(layout.mount)} cannot be passed in mpirun's ssh options (`-i <path>/id_rsa`): "
                               "they are split at white space and quotes are not honoured; use an absolute path of "
                               "letters, digits and . _ - + @ only, e.g. /root/.ssh")
+        if args.ssh_private_key is not None:
+            if "ssh_key_algorithm" in args.model_fields_set:
+                issues.add("ssh_key_algorithm", "chooses the algorithm of a generated key, and with ssh_private_key "
+                                                "no key is generated; drop ssh_key_algorithm")
+            if isinstance(args.ssh_private_key, str):
+                try:
+                    job.derived["key_pair"] = {"ssh-privatekey": supplied_private_key(args.ssh_private_key),
+                                               "ssh-publickey": ssh_public_key(args.ssh_private_key)}
+                except ValueError as exc:
+                    issues.add("ssh_private_key", str(exc))
         if layout.flavor.by_short_hostname and args.namespace is None:
             issues.add("namespace", f"{layout.implementation} connects back to the launcher by its short hostname; "
                                     f"set namespace so pods get the DNS search domain "
@@ -481,12 +566,16 @@ class MpiFamily(Family):
         layout: _Layout = job.derived["layout"]
         annotations = {**runtime.annotations, **args.annotations}
         labels = object_labels(name, MPI_ROLE, runtime, args)
-        key = f"{name}-ssh-key"
+        if args.ssh_private_key is None:
+            key = f"{name}-ssh-key"
+            data: Any = {f"ssh-{part}key": GeneratedSSHKey(key, part, args.ssh_key_algorithm)
+                         for part in ("private", "public")}
+        else:   # a plain key, checked; or an Output, checked once for both keys when known (a bad key is one error)
+            data = job.derived.get("key_pair") or Derived(args.ssh_private_key, self._key_pair_when_known(name))
         secret = {
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth", "immutable": True,
             "metadata": metadata(ssh_secret_name(name), args.namespace, labels, annotations),
-            "stringData": {"ssh-privatekey": GeneratedSSHKey(key, "private", args.ssh_key_algorithm),
-                           "ssh-publickey": GeneratedSSHKey(key, "public", args.ssh_key_algorithm)},
+            "stringData": data,
         }
         config_map = {
             "apiVersion": "v1", "kind": "ConfigMap",
@@ -494,6 +583,20 @@ class MpiFamily(Family):
             "data": {"hostfile": hostfile(layout.hosts, layout.slots, layout.flavor)},
         }
         return [secret, config_map]
+
+    def _key_pair_when_known(self, name: str) -> Callable[[Any], dict[str, str]]:
+        """The Secret's data from a private key that arrives as an Output, once known: a bad key fails the
+        update naming the argument, as a bad plain key fails at construction."""
+        def key_pair(private_key: Any) -> dict[str, str]:
+            try:
+                if not isinstance(private_key, str):
+                    raise ValueError(f"expected a string, got {type(private_key).__name__}")
+                return {"ssh-privatekey": supplied_private_key(private_key),
+                        "ssh-publickey": ssh_public_key(private_key)}
+            except ValueError as exc:
+                raise TrainJobError(self.component, name, [Issue("ssh_private_key", f"{exc} (the value arrived "
+                                                                                    "as an Output)")]) from None
+        return key_pair
 
     def object_arguments(self, job: Derivation) -> dict[str, dict[tuple, str]]:
         return {hostfile_name(job.name): {("data",): "num_nodes"}}

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from trainjobs.backends import deletes_before_replace, replace_on_changes, workload_kinds
 from trainjobs.core.args import is_deferred, parse_args
 from trainjobs.pipeline.pipeline import TrainJobPlan, derive
-from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Digest, GeneratedSSHKey, short_digest
+from trainjobs.core.deferred import PLACEHOLDERS, SECRET_VALUES, Concat, Derived
 from trainjobs.core.errors import Issue, TrainJobError, refused
 from trainjobs.core.family import Family
 from trainjobs.core.naming import argument_value_problem
@@ -137,8 +137,8 @@ class TrainJobComponent(pulumi.ComponentResource):
             return value
         if isinstance(value, Concat):
             return pulumi.Output.concat(*(self._resolve(part, caller_depends) for part in value.parts))
-        if isinstance(value, Digest):
-            return pulumi.Output.from_input(value.value).apply(short_digest)
+        if isinstance(value, Derived):
+            return pulumi.Output.from_input(value.value).apply(value.function)
         key = self._keys.get(value.name)
         if key is None:
             import pulumi_tls as tls   # here: only families with SSH keys need it

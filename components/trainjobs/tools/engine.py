@@ -31,7 +31,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.sync_await import _ensure_event_loop
 
-from trainjobs.core.deferred import REDACTED, SECRET_VALUES, UNKNOWN
+from trainjobs.core.deferred import ENCRYPTED, REDACTED, SECRET_VALUES, UNKNOWN
 from trainjobs.core.errors import TrainJobError, TrainJobErrors, collecting_errors
 from trainjobs.tools.stackconfig import ConfigError, config_text, load_yaml_file
 
@@ -480,9 +480,6 @@ def find_project(program: Path) -> Path:
             return directory
     raise FileNotFoundError(f"no Pulumi.yaml in {program.parent} or above: the program is run as a Pulumi project; "
                             "create one there (`name: <project>` and `runtime: python`)")
-
-
-ENCRYPTED = "<encrypted in the stack file; not decrypted offline>"
 
 
 def load_stack_config(project_dir: Path, stack: str, overrides: dict[str, Any] | None = None,
