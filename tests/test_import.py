@@ -552,6 +552,56 @@ def test_an_unreadable_file_gives_one_error_line(capsys, tmp_path):
     assert line.startswith(f"error: {tmp_path}: cannot read it: ")
 
 
+def big_trainjob(entries: int) -> str:
+    """A TrainJob of `entries` env variables of about 100 bytes each."""
+    env = [{"name": f"VAR_{i:05d}", "value": "v" * 80} for i in range(entries)]
+    return yaml.safe_dump({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                           "metadata": {"name": "big", "namespace": "ml"},
+                           "spec": {"runtimeRef": {"name": "torch-distributed"},
+                                    "trainer": {"numNodes": 2, "env": env}}})
+
+
+def test_a_5_mb_trainjob_is_refused_as_too_big_for_the_api_server(capsys, tmp_path):
+    (tmp_path / "big.yaml").write_text(big_trainjob(50_000))
+    assert main(["import", str(tmp_path / "big.yaml")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"error: {tmp_path / 'big.yaml'}: TrainJob big: the imported TorchTrainJob is refused: "
+                        r"Job/big-node-0: the object is \d+ bytes; the API server cannot store objects over 1572864 "
+                        r"bytes \(etcd's default request limit\)", line)
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml reads at its own pace")
+def test_a_large_manifest_is_read_in_a_fraction_of_pyyamls_pure_python_time(tmp_path):
+    """CPU time, both measured in this process, so a busy machine slows both alike."""
+    import time
+    from trainjobs.tools.importer import read_files
+
+    (tmp_path / "big.yaml").write_text(text := big_trainjob(10_000))
+    start = time.process_time()
+    expected = list(yaml.safe_load_all(text))
+    pure_python = time.process_time() - start
+    start = time.process_time()
+    [document] = read_files([str(tmp_path / "big.yaml")])
+    assert time.process_time() - start < pure_python / 2
+    assert [document.body] == expected
+
+
+def test_manifests_read_as_yaml_safe_load_reads_them(tmp_path):
+    """Every manifest of the corpus, and the YAML forms read the slow way (numbers, merge keys, anchors)."""
+    from trainjobs.tools.importer import read_files
+
+    for path in sorted(IMPORTS.glob("*.yaml")):
+        assert [d.body for d in read_files([str(path)])] == [d for d in yaml.safe_load_all(path.read_text()) if d]
+    text = "a: &x {k: [1, 2.5, true, null, '3', 2024-01-02]}\nb: *x\nc: {<<: *x, d: !!binary aGk=}\ne: {1: one}\n"
+    (tmp_path / "forms.yaml").write_text(text)
+    [document] = read_files([str(tmp_path / "forms.yaml")])
+    assert document.body == yaml.safe_load(text)
+    assert document.body["a"] is document.body["b"]   # an alias is the anchored value, built once
+    (tmp_path / "loop.yaml").write_text("kind: TrainJob\nspec: &x {trainer: *x}\n")
+    with pytest.raises(ImportFailed, match="loop.yaml: not YAML: found unconstructable recursive node"):
+        read_files([str(tmp_path / "loop.yaml")])
+
+
 def test_without_the_import_extra_the_command_says_what_to_install(tmp_path):
     """Kubeflow's API models come with the `import` extra; without them the command says so in one line."""
     blocked = ("import sys; sys.modules['kubeflow_trainer_api'] = None; from trainjobs.tools.cli.main import main; "
