@@ -808,27 +808,104 @@ def test_a_v1_mpijob_reaches_its_workers_by_ssh_and_says_so():
     assert any("kubectl exec" in n.message and "SSH replaces it" in n.message for n in job.findings.notes)
 
 
-def test_v1_xgboost_and_jax_jobs_give_the_same_ranks_under_kubeflow_v2s_names():
-    [xgb] = imported("v1-xgboost.yaml")
-    [xgb_source] = source("v1-xgboost.yaml")
-    assert xgb.component == "XGBoostTrainJob"
-    views = pods(objects_of(xgb), "iris-node-0")
+# The lines of upstream's v1 example scripts that read the env (kubeflow/training-operator v1.9 examples/), as
+# written there: xgboost-dist/utils.py extract_xgbooost_cluster_env, lightgbm-dist/main.py main, and
+# jax/cpu-demo/train.py _main (jax-dist-spmd-mnist reads the same four).
+XGBOOST_DIST_READS = """
+master_addr = os.environ.get("MASTER_ADDR", "{}")
+master_port = int(os.environ.get("MASTER_PORT", "{}"))
+rank = int(os.environ.get("RANK", "{}"))
+world_size = int(os.environ.get("WORLD_SIZE", "{}"))
+"""
+LIGHTGBM_DIST_READS = """
+master_addr = os.environ["MASTER_ADDR"]
+master_port = os.environ["MASTER_PORT"]
+worker_addrs = os.environ["WORKER_ADDRS"]
+worker_port = os.environ["WORKER_PORT"]
+world_size = int(os.environ["WORLD_SIZE"])
+rank = int(os.environ["RANK"])
+"""
+JAX_CPU_DEMO_READS = """
+process_id = int(os.getenv("PROCESS_ID"))
+num_processes = int(os.getenv("NUM_PROCESSES"))
+coordinator_address = os.getenv("COORDINATOR_ADDRESS")
+coordinator_port = int(os.getenv("COORDINATOR_PORT"))
+coordinator_address = f"{coordinator_address}:{coordinator_port}"
+"""
+
+
+def script_reads(lines: str, env: dict[str, str]) -> dict:
+    """What the script's lines read from the env of a pod: its variables after running them."""
+    class Os:
+        environ = env
+        getenv = staticmethod(env.get)
+    scope = {"os": Os}
+    exec(lines, scope)
+    return {k: v for k, v in scope.items() if k not in ("os", "__builtins__")}
+
+
+def declared_port(objects: list[dict], job_name: str) -> int:
+    """The one port the Job's training container declares (what a listener on pod 0 is reached at)."""
+    [job] = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == job_name]
+    [port] = job["spec"]["template"]["spec"]["containers"][0]["ports"]
+    return port["containerPort"]
+
+
+@pytest.mark.parametrize("file", ["v1-xgboost.yaml", "v1-lightgbm.yaml"])
+def test_upstreams_xgboost_and_lightgbm_scripts_find_v1s_env_on_every_pod(file):
+    """training-operator v1.9 xgboost.SetPodEnv: RANK master 0, worker i i + 1; WORLD_SIZE every replica; the
+    master's address and port; with workers, WORKER_ADDRS (worker 0 first) and WORKER_PORT."""
+    [job] = imported(file)
+    [xgb_source] = source(file)
+    assert job.component == "XGBoostTrainJob"
+    objects = objects_of(job)
+    views, port = pods(objects, f"{job.name}-node-0"), declared_port(objects, f"{job.name}-node-0")
     order = v1_replicas(xgb_source)
+    hosts = [view.dns_names[0] for view in views]
     for view, (role, i) in zip(views, order, strict=True):
-        # training-operator v1.9 xgboost.SetPodEnv: RANK master 0, worker i + masters; WORLD_SIZE every replica.
-        rank, world = str(i if role == "Master" else i + 1), str(len(order))
         env = view.containers[0].env
-        assert (env["DMLC_TASK_ID"], env["DMLC_NUM_WORKER"], env["PYTHONUNBUFFERED"]) == (rank, world, "1")
+        rank = i if role == "Master" else i + 1
+        assert script_reads(XGBOOST_DIST_READS, env) == {
+            "master_addr": hosts[0], "master_port": port, "rank": rank, "world_size": len(order)}
+        lightgbm = script_reads(LIGHTGBM_DIST_READS, env)
+        assert lightgbm["worker_addrs"].split(",") == hosts[1:]       # the machine list: master, then workers
+        assert lightgbm["worker_port"] == lightgbm["master_port"] == str(port)   # each pod's local_listen_port
+        assert (env["DMLC_TASK_ID"], env["DMLC_NUM_WORKER"], env["PYTHONUNBUFFERED"]) == (str(rank), str(len(order)), "1")
         assert view.containers[0].args == xgb_source["spec"]["xgbReplicaSpecs"][role]["template"]["spec"][
             "containers"][0]["args"]   # still run by the image's ENTRYPOINT
-    assert noted_variables(xgb) >= {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_PORT", "WORKER_ADDRS"}
-    [jax] = imported("v1-jax.yaml")
-    views = pods(objects_of(jax), "jax-demo-node-0")
-    for i, view in enumerate(views):   # v1.9 jax setPodEnv: PROCESS_ID the index, NUM_PROCESSES every replica
+    assert noted_variables(job) == {"MASTER_ADDR", "MASTER_PORT", "WORKER_ADDRS", "WORKER_PORT", "PYTHONUNBUFFERED",
+                                    "DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
+
+
+def test_upstreams_jax_script_finds_v1s_env_on_every_pod():
+    """training-operator v1.9 jax setPodEnv: PROCESS_ID the worker's index, NUM_PROCESSES every replica, the
+    coordinator worker 0."""
+    [job] = imported("v1-jax.yaml")
+    objects = objects_of(job)
+    views, port = pods(objects, "jax-demo-node-0"), declared_port(objects, "jax-demo-node-0")
+    for i, view in enumerate(views):
         env = view.containers[0].env
+        assert script_reads(JAX_CPU_DEMO_READS, env) == {
+            "process_id": i, "num_processes": len(views), "coordinator_port": port,
+            "coordinator_address": f"{views[0].dns_names[0]}:{port}"}
         assert (env["JAX_PROCESS_ID"], env["JAX_NUM_PROCESSES"]) == (str(i), str(len(views)))
-    assert noted_variables(jax) == {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
-                                    "PYTHONUNBUFFERED"}
+    assert noted_variables(job) == {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "PYTHONUNBUFFERED",
+                                    "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}
+
+
+def test_v1s_variables_replace_the_templates_own_and_an_xgboostjob_needs_its_master():
+    [xgb] = source("v1-xgboost.yaml")
+    for role in ("Master", "Worker"):
+        xgb["spec"]["xgbReplicaSpecs"][role]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "RANK", "value": "7"}, {"name": "OTHER", "value": "x"}]
+    [job] = import_documents([Document("xgb.yaml", 0, xgb)])
+    views = pods(objects_of(job), "iris-node-0")
+    assert [(v.containers[0].env["RANK"], v.containers[0].env["OTHER"]) for v in views] == [
+        ("0", "x"), ("1", "x"), ("2", "x")]
+    assert any(n.path == "env" and n.message.startswith("RANK given in the template") for n in job.findings.notes)
+    del xgb["spec"]["xgbReplicaSpecs"]["Master"]
+    with pytest.raises(ImportFailed, match=r"spec.xgbReplicaSpecs.Master: must be present"):
+        import_documents([Document("xgb.yaml", 0, xgb)])
 
 
 # ---- Volcano MPI jobs by ssh and svc; images that need their entrypoint --------------------------------------

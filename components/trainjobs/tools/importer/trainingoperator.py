@@ -4,12 +4,14 @@
   index 0, worker i is index i + 1, as v1 ranked them), a TorchTrainJob: with torchrun when the command
   runs it (PET_* env), else one process per pod (`torchrun: false`: MASTER_ADDR, MASTER_PORT,
   WORLD_SIZE, RANK);
-- XGBoostJob (Master and Worker) and JAXJob (Worker) likewise, as XGBoostTrainJob and JaxTrainJob;
+- XGBoostJob (Master and Worker) and JAXJob (Worker) likewise, as XGBoostTrainJob and JaxTrainJob,
+  whose pods also get v1's own variables (MASTER_ADDR, RANK, ...; COORDINATOR_ADDRESS, PROCESS_ID, ...),
+  which their scripts read, beside the runtime's DMLC_* and JAX_*;
 - MPIJob v1: an MpiTrainJob; v1 ran workers idle and reached them with `kubectl exec`, the job with SSH.
 
-v1's env differed from the new jobs' (the port, host names without the subdomain, PYTHONUNBUFFERED,
-WORLD_SIZE counted in processes): each difference is a note, variable by variable (reference: the
-training-operator v1.9 controllers). No Python model of the v1 API is published: its fields are
+Where v1's env differs from the job's (the port, host names without the subdomain, PYTHONUNBUFFERED,
+WORLD_SIZE counted in processes, names the runtime adds), a note says so, variable by variable
+(reference: the training-operator v1.9 controllers). No Python model of the v1 API is published: its fields are
 checked against its types' field lists here, its pod templates against Kubernetes' models.
 """
 
@@ -18,11 +20,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from trainjobs.core.naming import pod_dns_name
+from trainjobs.families import jax, xgboost
+from trainjobs.kube.manifests import completion_index_env
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Finding, Findings,
-                                             check_keys, check_pod_template, entrypoint_command, metadata_arguments,
-                                             note_restart_policy, pod_arguments, require, run_policy_arguments,
-                                             same_template)
+                                             check_keys, check_pod_template, entrypoint_command, env_argument,
+                                             metadata_arguments, note_restart_policy, pod_arguments, require,
+                                             run_policy_arguments, same_template)
 
 API_VERSION = "kubeflow.org/v1"
 API = "the training-operator v1 API"
@@ -228,25 +233,65 @@ def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str,
                                                          "container (waiting for the master's name) is not made")
 
 
-def _xgboost(name: str, args: dict[str, Any], port: int, findings: Findings) -> None:
+def _source_env(args: dict[str, Any], derived: list[dict[str, Any]], findings: Findings) -> None:
+    """v1's variables under v1's names, as env arguments of the training container: v1 appended them to the
+    pod's env, so its values win over the template's own (a later entry of a name replaces an earlier)."""
+    names = {var["name"] for var in derived}
+    env = args.get("env") or {}
+    given = [{"name": k, "value": v} for k, v in env.items()] if isinstance(env, dict) else list(env)
+    replaced = sorted({var.get("name") for var in given} & names)
+    if replaced:
+        findings.note("env", f"{', '.join(replaced)} given in the template: v1 set its own value after it, "
+                             "and so does the job")
+    args["env"] = env_argument([var for var in given if var.get("name") not in names] + derived)
+
+
+def _xgboost(name: str, replicas: dict[str, dict[str, Any]], args: dict[str, Any], ports: dict[str, int],
+             findings: Findings) -> None:
+    """v1's env (xgboost.SetPodEnv), which upstream's XGBoost and LightGBM examples read: MASTER_ADDR and
+    MASTER_PORT (the master, index 0, whose code runs the tracker), WORLD_SIZE (every pod), RANK (the pod's
+    index: v1 ranked the master 0 and worker i i + 1), and for LightGBM WORKER_ADDRS and WORKER_PORT."""
+    require("Master" in replicas, "spec.xgbReplicaSpecs.Master: must be present (v1's webhook requires it: the "
+                                  "master's code runs the tracker)")
+    total = args["num_nodes"]
+    master, workers = xgboost.tracker_uri(name), [pod_dns_name(name, xgboost.ROLE, i) for i in range(1, total)]
+    port = str(xgboost.TRACKER_PORT)
+    env = [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": port},
+           {"name": "WORLD_SIZE", "value": str(total)}, completion_index_env("RANK")]
+    if total > 1:
+        env += [{"name": "WORKER_PORT", "value": port}, {"name": "WORKER_ADDRS", "value": ",".join(workers)}]
+    _source_env(args, env, findings)
+    v1_workers = ",".join(f"{name}-worker-{i}" for i in range(total - 1))
     for variable, message in {
-        "MASTER_ADDR": f"DMLC_TRACKER_URI={name}-node-0-0.{name} (v1: MASTER_ADDR={name}-master-0)",
-        "MASTER_PORT": f"DMLC_TRACKER_PORT={TRAINER_PORT} (v1: MASTER_PORT={port})",
-        "WORLD_SIZE": f"DMLC_NUM_WORKER, the pods times their GPUs (at least 1) (v1: WORLD_SIZE={args['num_nodes']}, "
-                      "the pods)",
-        "RANK": "DMLC_TASK_ID, each pod's index: the master 0, worker i is i + 1 (v1: RANK, the same values)",
-        "WORKER_PORT, WORKER_ADDRS": "not set (v1 set them for LightGBM when there are workers)",
+        "MASTER_ADDR": f"{master} (v1: {name}-master-0, the Service name without the subdomain)",
+        "MASTER_PORT": f"{port}, the job's tracker port (v1: {ports['Master']}, the master's "
+                       f"{KINDS['XGBoostJob'].port_name})",
+        **({"WORKER_ADDRS": f"{','.join(workers)} (v1: {v1_workers})",
+            "WORKER_PORT": f"{port} (v1: {ports.get('Worker')}, the workers' {KINDS['XGBoostJob'].port_name})"}
+           if total > 1 else {}),
+        ", ".join(xgboost.RESERVED_ENV): "added by the XGBoost runtime (Kubeflow Trainer v2's names for xgboost's "
+                                         f"collective: the tracker at {master}:{port}, DMLC_TASK_ID = RANK, "
+                                         "DMLC_NUM_WORKER the pods times their GPUs); v1 did not set them",
     }.items():
         findings.note(f"env {variable}", message)
 
 
-def _jax(name: str, args: dict[str, Any], port: int, findings: Findings) -> None:
+def _jax(name: str, args: dict[str, Any], ports: dict[str, int], findings: Findings) -> None:
+    """v1's env (jax setPodEnv), which upstream's JAX examples pass to jax.distributed.initialize:
+    COORDINATOR_ADDRESS and COORDINATOR_PORT (worker 0), NUM_PROCESSES (every pod), PROCESS_ID (the pod's
+    index)."""
+    coordinator, port = pod_dns_name(name, jax.ROLE, 0), str(jax.COORDINATOR_PORT)
+    _source_env(args, [{"name": "COORDINATOR_ADDRESS", "value": coordinator},
+                       {"name": "COORDINATOR_PORT", "value": port},
+                       {"name": "NUM_PROCESSES", "value": str(args["num_nodes"])},
+                       completion_index_env("PROCESS_ID")], findings)
     for variable, message in {
-        "COORDINATOR_ADDRESS, COORDINATOR_PORT": f"JAX_COORDINATOR_ADDRESS={name}-node-0-0.{name}:{TRAINER_PORT}, "
-                                                 f"address and port in one (v1: COORDINATOR_ADDRESS={name}-worker-0, "
-                                                 f"COORDINATOR_PORT={port})",
-        "NUM_PROCESSES": f"JAX_NUM_PROCESSES={args['num_nodes']} (v1: NUM_PROCESSES, the same count)",
-        "PROCESS_ID": "JAX_PROCESS_ID, each pod's index (v1: PROCESS_ID, the same values)",
+        "COORDINATOR_ADDRESS": f"{coordinator} (v1: {name}-worker-0, the Service name without the subdomain)",
+        "COORDINATOR_PORT": f"{port}, the job's coordinator port (v1: {ports['Worker']}, the workers' "
+                            f"{KINDS['JAXJob'].port_name})",
+        ", ".join(jax.RESERVED_ENV): "added by the JAX runtime (Kubeflow Trainer v2's names: the same count "
+                                     f"and index, and JAX_COORDINATOR_ADDRESS={coordinator}:{port}, which "
+                                     "jax.distributed.initialize() reads by itself); v1 did not set them",
     }.items():
         findings.note(f"env {variable}", message)
 
@@ -336,6 +381,7 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
         master = replicas.get("Master")
         require(master is None or master.get("replicas", 1) == 1, f"{(master or {}).get('_path')}.replicas: must be 1")
         templates = {role: _pods(replica, kind, findings, kind.container) for role, replica in replicas.items()}
+        ports = {role: port for role, (_, port) in templates.items()}
         template, port = templates.get("Master") or templates["Worker"]
         if len(templates) == 2:   # one template for the one indexed set: where they differ, the workers'
             template = same_template(templates["Master"][0], templates["Worker"][0], findings,
@@ -349,8 +395,8 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
         if document["kind"] == "PyTorchJob":
             _torch(spec, replicas, name, args, port, findings)
         elif document["kind"] == "XGBoostJob":
-            _xgboost(name, args, port, findings)
+            _xgboost(name, replicas, args, ports, findings)
         else:
-            _jax(name, args, port, findings)
+            _jax(name, args, ports, findings)
     run_policy_arguments(spec.get("runPolicy") or {}, args, findings, CONTROLLER, "training-operator")
     return kind.component, name, args
