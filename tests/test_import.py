@@ -705,7 +705,8 @@ def v1_replicas(job: dict) -> list[tuple[str, int]]:
 def v1_pytorch_env(job: dict, role: str, index: int) -> dict[str, str]:
     """What training-operator v1.9 gave a PyTorchJob pod (reference §13.1): with a Master, MASTER_* and PET_MASTER_*
     naming the master's Service by its short name and port, WORLD_SIZE = pods x nprocPerNode (auto as 1), RANK and
-    PET_NODE_RANK master 0 / worker i + 1, PET_NNODES the pods, PET_NPROC_PER_NODE when given; PYTHONUNBUFFERED."""
+    PET_NODE_RANK master 0 / worker i + 1, PET_NNODES the pods, PET_NPROC_PER_NODE nprocPerNode (defaulted to auto
+    since v1.7); PYTHONUNBUFFERED."""
     name, spec = job["metadata"]["name"], job["spec"]
     replicas = spec["pytorchReplicaSpecs"]
     total = sum(r.get("replicas", 1) for r in replicas.values())
@@ -715,9 +716,7 @@ def v1_pytorch_env(job: dict, role: str, index: int) -> dict[str, str]:
     rank = str(index if role == "Master" else index + 1)
     env = {"PYTHONUNBUFFERED": "1", "MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": f"{name}-master-0",
            "PET_MASTER_ADDR": f"{name}-master-0", "WORLD_SIZE": str(total * (int(nproc) if str(nproc).isdigit() else 1)),
-           "RANK": rank, "PET_NODE_RANK": rank, "PET_NNODES": str(total)}
-    if nproc is not None:
-        env["PET_NPROC_PER_NODE"] = str(nproc)
+           "RANK": rank, "PET_NODE_RANK": rank, "PET_NNODES": str(total), "PET_NPROC_PER_NODE": str(nproc or "auto")}
     return env
 
 
@@ -777,6 +776,51 @@ def test_an_elastic_pytorchjob_becomes_a_torch_job_with_its_node_range():
         assert env["PET_RDZV_BACKEND"] == "c10d" and "PET_NODE_RANK" not in env
     assert "spec.elasticPolicy.minReplicas" in {n.path for n in job.findings.notes}
     assert job.findings.unexpressed == []
+
+
+def elastic_with_a_master() -> dict:
+    [pytorchjob] = source("v1-pytorch-elastic.yaml")
+    replicas = pytorchjob["spec"]["pytorchReplicaSpecs"]
+    replicas["Master"] = {**replicas["Worker"], "replicas": 1}
+    return pytorchjob
+
+
+@pytest.mark.parametrize("file", ["v1-pytorch-master-workers.yaml", "v1-pytorch-mnist.yaml", "v1-pytorch-elastic.yaml",
+                                  "v1-pytorch-elastic-imagenet.yaml", "elastic with a master", "v1-xgboost.yaml",
+                                  "v1-lightgbm.yaml", "v1-jax.yaml"])
+def test_a_note_on_a_variable_says_it_is_set_only_where_every_pod_has_it(file):
+    """A note on `env X` that begins "not" says the pods lack X; any other says they have it."""
+    document = elastic_with_a_master() if file == "elastic with a master" else source(file)[0]
+    [job] = import_documents([Document(file, 0, document)])
+    views = pods(objects_of(job), f"{job.name}-node-0")
+    for note in job.findings.notes:
+        if note.path.startswith("env "):
+            variables = [v.strip() for v in note.path[4:].split(",")]
+            present = [all(v in view.containers[0].env for view in views) for v in variables]
+            assert present == [not note.message.startswith("not")] * len(variables), note
+
+
+@pytest.mark.parametrize("document", ["v1-pytorch-elastic-imagenet.yaml", "elastic with a master"])
+def test_an_elastic_pytorchjobs_notes_give_the_rendezvous_it_gets_and_v1s_auto_processes(document):
+    """v1.9's elastic env: PET_RDZV_ENDPOINT rdzvHost (default <job>-worker-0) : rdzvPort (default the workers'
+    pytorchjob-port); with a Master also MASTER_*, PET_MASTER_*, PET_NODE_RANK, WORLD_SIZE and RANK, which the
+    job's c10d rendezvous does without; nprocPerNode defaulted to auto, which torchrun resolves itself."""
+    pytorchjob = elastic_with_a_master() if document == "elastic with a master" else source(document)[0]
+    [job] = import_documents([Document("elastic.yaml", 0, pytorchjob)])
+    name = pytorchjob["metadata"]["name"]
+    views = pods(objects_of(job), f"{name}-node-0")
+    notes = {n.path: n.message for n in job.findings.notes}
+    endpoint = views[0].containers[0].env["PET_RDZV_ENDPOINT"]
+    assert endpoint == f"{views[0].dns_names[0]}:29500"
+    assert notes["env PET_RDZV_ENDPOINT"].startswith(f"{endpoint}, ")
+    assert notes["env PET_RDZV_ENDPOINT"].endswith(f"(v1: {name}-worker-0:23456)")
+    assert job.args["num_proc_per_node"] == "auto"
+    assert "(v1: auto, nprocPerNode's default since v1.7" in notes["env PET_NPROC_PER_NODE"]
+    requests = pytorchjob["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].get(
+        "resources", {}).get("requests", {})
+    assert {v.containers[0].env["PET_NPROC_PER_NODE"] for v in views} == {str(requests.get("cpu", 1))}
+    for view in views:
+        assert not {"PET_MASTER_ADDR", "PET_NODE_RANK", "MASTER_ADDR", "RANK"} & set(view.containers[0].env)
 
 
 def test_what_an_elastic_policy_cannot_carry_is_named():

@@ -173,42 +173,62 @@ def _env(args: dict[str, Any], name: str, value: str) -> None:
 
 
 def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, args: dict[str, Any],
-           port: int, findings: Findings) -> None:
-    """nprocPerNode, elasticPolicy, torchrun or not, and v1's env, variable by variable."""
+           ports: dict[str, int], findings: Findings) -> None:
+    """nprocPerNode, elasticPolicy, torchrun or not, and v1's env, variable by variable. Each note on a variable
+    begins with the job's value, or says it is not set."""
     master = "Master" in replicas
     workers = args["num_nodes"] - (1 if master else 0)
-    nproc = spec.get("nprocPerNode")
+    port = ports.get("Master", ports.get("Worker"))
     elastic = spec.get("elasticPolicy")
+    # v1 (since v1.7) defaults nprocPerNode to auto, unless an elastic policy gives nProcPerNode.
+    nproc = str((elastic or {}).get("nProcPerNode") or spec.get("nprocPerNode") or "auto")
+    v1_nnodes = args["num_nodes"]
     if elastic is not None:
-        if elastic.get("nProcPerNode") is not None:
-            nproc = elastic["nProcPerNode"]
         _elastic_policy(elastic, args, findings)
     torchrun = bool(TORCHRUN.search(_words(args)))
     v1_master = f"{name}-master-0"
     new_master = f"{name}-node-0-0.{name}"
-    numeric = int(nproc) if str(nproc).isdigit() else 1
+    numeric = int(nproc) if nproc.isdigit() else 1
     differences: dict[str, str] = {}
     if torchrun:
-        if nproc is not None:
-            args["num_proc_per_node"] = str(nproc)
-        else:
-            differences["PET_NPROC_PER_NODE"] = ("v1 did not set it (torchrun's own default); here "
-                                                 "num_proc_per_node auto: the GPU count on GPU pods, else the CPU "
-                                                 "request (or limit) rounded up, else 1")
-        if master:
+        args["num_proc_per_node"] = nproc
+        if nproc == "auto":
+            differences["PET_NPROC_PER_NODE"] = (
+                "auto where the pod has GPUs (one process per GPU, as in v1), else the pod's CPU request (or limit) "
+                "rounded up, else 1 (v1: auto, nprocPerNode's default since v1.7, which torchrun resolves on a pod "
+                "without GPUs to the CPUs of its node, os.cpu_count()); to start as many processes as v1 on CPU "
+                "pods, give num_proc_per_node that count")
+        if elastic is not None:
+            rdzv_host = elastic.get("rdzvHost") or f"{name}-worker-0"
+            rdzv_port = elastic.get("rdzvPort") or ports.get("Worker")
+            differences["PET_RDZV_ENDPOINT"] = (f"{new_master}:{TRAINER_PORT}, the job's first pod (v1: "
+                                                f"{rdzv_host}:{rdzv_port})")
+            differences["PET_RDZV_ID"] = f"{name}, the job's name (v1: {elastic.get('rdzvId') or 'not set'})"
+            if "min_nodes" not in args:
+                differences["PET_NNODES"] = f"{args['num_nodes']} (v1: {args['num_nodes']}:{args['num_nodes']}, the same)"
+            if elastic.get("maxRestarts") is None:
+                differences["PET_MAX_RESTARTS"] = ("the job's default for its node range (v1: not set, torchrun's "
+                                                   "default 0)")
+            if master:
+                differences["PET_MASTER_ADDR, PET_MASTER_PORT, PET_NODE_RANK, MASTER_ADDR, MASTER_PORT, WORLD_SIZE, "
+                            "RANK"] = (f"not set: the c10d rendezvous at PET_RDZV_ENDPOINT ranks the nodes (v1 set "
+                                       f"them from the Master, {v1_master}:{port}, and torchrun ignores them with a "
+                                       "c10d rendezvous); torchrun sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE "
+                                       "for each process it starts")
+        elif master:
             differences.update({
                 "PET_MASTER_ADDR": f"{new_master} (v1: {v1_master}, the Service name without the subdomain)",
                 "PET_MASTER_PORT": f"{TRAINER_PORT} (v1: {port}, the master's {KINDS['PyTorchJob'].port_name})",
                 "MASTER_ADDR, MASTER_PORT": f"not on the pod (v1: {v1_master} and {port}); torchrun sets them for "
                                             "the processes it starts",
-                "WORLD_SIZE": f"not on the pod (v1: {args['num_nodes'] * numeric}, pods x nprocPerNode with auto "
-                              "counted as 1); torchrun sets it for each process, counted in processes",
+                "WORLD_SIZE": f"not on the pod (v1: {v1_nnodes * numeric}, pods x nprocPerNode with auto counted as "
+                              "1); torchrun sets it for each process, counted in processes",
                 "RANK": "not on the pod (v1: the pod's node rank); torchrun sets each process's global rank; the "
                         "node rank is PET_NODE_RANK, as in v1 (master 0, worker i is i + 1)",
             })
     else:
         args["torchrun"] = False
-        if nproc is not None and numeric != 1:
+        if numeric != 1:
             findings.cannot("spec.nprocPerNode", f"{nproc}: the command does not run torchrun, so each pod runs one "
                                                  "process; give the command torchrun to run several")
         if master:
@@ -217,20 +237,23 @@ def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str,
                 "MASTER_PORT": f"{TRAINER_PORT} (v1: {port}, the master's {KINDS['PyTorchJob'].port_name})",
                 "WORLD_SIZE": f"{args['num_nodes']}, one process per pod (v1: {args['num_nodes'] * numeric}, pods x "
                               "nprocPerNode)",
-                "PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT": "not set: the command does not run "
-                                                                               "torchrun (v1 set them on every pod)",
+                "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT": (
+                    "not set: the command does not run torchrun (v1 set them on every pod)"),
             })
     if not master:
         findings.note("spec.pytorchReplicaSpecs", "no Master: v1 gave the pods no MASTER_ADDR, RANK or WORLD_SIZE "
-                                                  "(only an elastic policy's PET_RDZV_*); the job gives worker 0 the "
-                                                  "master's role and every pod the env above")
+                                                  + ("(only the elastic policy's PET_RDZV_*, its endpoint worker 0); "
+                                                     "so does the job, its endpoint pod 0" if elastic is not None else
+                                                     "; the job gives worker 0 the master's role and every pod the "
+                                                     "env above"))
     for variable, message in differences.items():
         findings.note(f"env {variable}", message)
     if master:
+        ranks = "the rendezvous ranks them" if elastic is not None else "with v1's ranks"
         findings.note("spec.pytorchReplicaSpecs.Master", f"one indexed set of {args['num_nodes']} pods: the master is "
                                                          f"index 0 ({new_master}), the {workers} workers indexes 1 "
-                                                         f"to {workers}, with v1's ranks; v1's init-pytorch init "
-                                                         "container (waiting for the master's name) is not made")
+                                                         f"to {workers}, {ranks}; v1's init-pytorch init container "
+                                                         "(waiting for the master's name) is not made")
 
 
 def _source_env(args: dict[str, Any], derived: list[dict[str, Any]], findings: Findings) -> None:
@@ -382,7 +405,7 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
         require(master is None or master.get("replicas", 1) == 1, f"{(master or {}).get('_path')}.replicas: must be 1")
         templates = {role: _pods(replica, kind, findings, kind.container) for role, replica in replicas.items()}
         ports = {role: port for role, (_, port) in templates.items()}
-        template, port = templates.get("Master") or templates["Worker"]
+        template = (templates.get("Master") or templates["Worker"])[0]
         if len(templates) == 2:   # one template for the one indexed set: where they differ, the workers'
             template = same_template(templates["Master"][0], templates["Worker"][0], findings,
                                      f"{replicas['Worker']['_path']}.template")
@@ -393,7 +416,7 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
         args["num_nodes"] = sum(replica.get("replicas", 1) for replica in replicas.values())
         _unbuffered(args, findings, "env")
         if document["kind"] == "PyTorchJob":
-            _torch(spec, replicas, name, args, port, findings)
+            _torch(spec, replicas, name, args, ports, findings)
         elif document["kind"] == "XGBoostJob":
             _xgboost(name, replicas, args, ports, findings)
         else:
