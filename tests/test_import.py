@@ -128,7 +128,8 @@ def mpi_operator_launcher_env(mpijob: dict) -> dict[str, str]:
             "Intel": {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
                       "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "-o ConnectionAttempts=10", "I_MPI_PERHOST": slots},
             "MPICH": {"HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-                      "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"}}[implementation]
+                      "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"}}[implementation] | ({} if mpijob["spec"].get(
+        "runLauncherAsWorker") else {"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""})
 
 
 # Where trainjobs deliberately differs (docs/deviations.md): the ssh options carry more than the operator's
@@ -850,6 +851,31 @@ def test_a_v1_mpijob_reaches_its_workers_by_ssh_and_says_so():
     assert node.containers[0].command[-2:] == ["/usr/sbin/sshd", "-De"]   # v1 ran `sleep 365d` and kubectl exec
     assert "OMPI_MCA_plm_rsh_agent" in noted_variables(job)
     assert any("kubectl exec" in n.message and "SSH replaces it" in n.message for n in job.findings.notes)
+
+
+@pytest.mark.parametrize("limits, blank", [({"cpu": "1"}, True), ({"cpu": "1", "nvidia.com/gpu": "1"}, False),
+                                           ({"amd.com/gpu": "1"}, False)])
+def test_a_v1_launcher_without_gpu_limits_gets_nvidia_visible_devices_blank(limits, blank):
+    """training-operator v1.9 newLauncher: NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES "" unless a limit
+    of the launcher's names a GPU (a name ending in .com/gpu or holding "gpu")."""
+    [mpijob] = source("v1-mpijob-horovod.yaml")
+    mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"]["limits"] = limits
+    [job] = import_documents([Document("mpi.yaml", 0, mpijob)])
+    [launcher] = pods(objects_of(job), "horovod-mnist-launcher-0")
+    env = launcher.containers[0].env
+    blanked = {name: env.get(name) for name in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")}
+    assert blanked == ({"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""} if blank else
+                       {"NVIDIA_VISIBLE_DEVICES": None, "NVIDIA_DRIVER_CAPABILITIES": None})
+    for node in pods(objects_of(job), "horovod-mnist-node-0"):
+        assert "NVIDIA_VISIBLE_DEVICES" not in node.containers[0].env
+
+
+def test_an_mpi_operator_launcher_that_is_a_worker_keeps_its_gpus():
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["runLauncherAsWorker"] = True
+    [job] = import_documents([Document("pi.yaml", 0, mpijob)])
+    [launcher] = pods(objects_of(job), "pi-launcher-0")
+    assert "NVIDIA_VISIBLE_DEVICES" not in launcher.containers[0].env
 
 
 # The lines of upstream's v1 example scripts that read the env (kubeflow/training-operator v1.9 examples/), as

@@ -188,6 +188,31 @@ def env_argument(env: list[dict[str, Any]]) -> Any:
     return env
 
 
+def appended_env(fields: dict[str, Any], variables: list[dict[str, Any]], findings: Findings) -> None:
+    """Variables the source system appended to the container's env, as env arguments: the source's values win
+    over the template's own (of a name given twice, the later entry counts)."""
+    names = {var["name"] for var in variables}
+    env = fields.get("env") or {}
+    given = [{"name": k, "value": v} for k, v in env.items()] if isinstance(env, dict) else list(env)
+    replaced = sorted({var.get("name") for var in given} & names)
+    if replaced:
+        findings.note("env", f"{', '.join(replaced)} given in the template: the source system set its own value "
+                             "after it, and so does the job")
+    fields["env"] = env_argument([var for var in given if var.get("name") not in names] + variables)
+
+
+def launcher_off_gpus(launcher: dict[str, Any], findings: Findings, path: str, when: str) -> None:
+    """The MPI Operator's blank NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES on the launcher (`when`
+    says on which): with them blank, the NVIDIA container runtime gives the container no GPU, where a CUDA
+    image's own NVIDIA_VISIBLE_DEVICES=all would give it every GPU of its node."""
+    appended_env(launcher, [{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""},
+                            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": ""}], findings)
+    findings.note(f"{path} NVIDIA_VISIBLE_DEVICES", f"blank, with NVIDIA_DRIVER_CAPABILITIES, as the source system "
+                                                    f"set them on {when}, so it sees none of its node's GPUs (the "
+                                                    "names reach mpirun's ranks too, where the container runtime "
+                                                    "no longer reads them)")
+
+
 @dataclass
 class PodArguments:
     """A Kubernetes pod template as the job's pod arguments."""

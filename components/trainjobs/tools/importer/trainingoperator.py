@@ -25,9 +25,9 @@ from trainjobs.families import jax, xgboost
 from trainjobs.kube.manifests import completion_index_env
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Finding, Findings,
-                                             check_keys, check_pod_template, entrypoint_command, env_argument,
-                                             metadata_arguments, note_restart_policy, pod_arguments, require,
-                                             run_policy_arguments, same_template)
+                                             appended_env, check_keys, check_pod_template, entrypoint_command,
+                                             launcher_off_gpus, metadata_arguments, note_restart_policy, pod_arguments,
+                                             require, run_policy_arguments, same_template)
 
 API_VERSION = "kubeflow.org/v1"
 API = "the training-operator v1 API"
@@ -205,7 +205,8 @@ def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str,
                                                 f"{rdzv_host}:{rdzv_port})")
             differences["PET_RDZV_ID"] = f"{name}, the job's name (v1: {elastic.get('rdzvId') or 'not set'})"
             if "min_nodes" not in args:
-                differences["PET_NNODES"] = f"{args['num_nodes']} (v1: {args['num_nodes']}:{args['num_nodes']}, the same)"
+                most = args["num_nodes"]
+                differences["PET_NNODES"] = f"{most} (v1: {most}:{most}, the same)"
             if elastic.get("maxRestarts") is None:
                 differences["PET_MAX_RESTARTS"] = ("the job's default for its node range (v1: not set, torchrun's "
                                                    "default 0)")
@@ -256,19 +257,6 @@ def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str,
                                                          "(waiting for the master's name) is not made")
 
 
-def _source_env(args: dict[str, Any], derived: list[dict[str, Any]], findings: Findings) -> None:
-    """v1's variables under v1's names, as env arguments of the training container: v1 appended them to the
-    pod's env, so its values win over the template's own (a later entry of a name replaces an earlier)."""
-    names = {var["name"] for var in derived}
-    env = args.get("env") or {}
-    given = [{"name": k, "value": v} for k, v in env.items()] if isinstance(env, dict) else list(env)
-    replaced = sorted({var.get("name") for var in given} & names)
-    if replaced:
-        findings.note("env", f"{', '.join(replaced)} given in the template: v1 set its own value after it, "
-                             "and so does the job")
-    args["env"] = env_argument([var for var in given if var.get("name") not in names] + derived)
-
-
 def _xgboost(name: str, replicas: dict[str, dict[str, Any]], args: dict[str, Any], ports: dict[str, int],
              findings: Findings) -> None:
     """v1's env (xgboost.SetPodEnv), which upstream's XGBoost and LightGBM examples read: MASTER_ADDR and
@@ -283,7 +271,7 @@ def _xgboost(name: str, replicas: dict[str, dict[str, Any]], args: dict[str, Any
            {"name": "WORLD_SIZE", "value": str(total)}, completion_index_env("RANK")]
     if total > 1:
         env += [{"name": "WORKER_PORT", "value": port}, {"name": "WORKER_ADDRS", "value": ",".join(workers)}]
-    _source_env(args, env, findings)
+    appended_env(args, env, findings)
     v1_workers = ",".join(f"{name}-worker-{i}" for i in range(total - 1))
     for variable, message in {
         "MASTER_ADDR": f"{master} (v1: {name}-master-0, the Service name without the subdomain)",
@@ -304,7 +292,7 @@ def _jax(name: str, args: dict[str, Any], ports: dict[str, int], findings: Findi
     COORDINATOR_ADDRESS and COORDINATOR_PORT (worker 0), NUM_PROCESSES (every pod), PROCESS_ID (the pod's
     index)."""
     coordinator, port = pod_dns_name(name, jax.ROLE, 0), str(jax.COORDINATOR_PORT)
-    _source_env(args, [{"name": "COORDINATOR_ADDRESS", "value": coordinator},
+    appended_env(args, [{"name": "COORDINATOR_ADDRESS", "value": coordinator},
                        {"name": "COORDINATOR_PORT", "value": port},
                        {"name": "NUM_PROCESSES", "value": str(args["num_nodes"])},
                        completion_index_env("PROCESS_ID")], findings)
@@ -350,6 +338,9 @@ def _mpi(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, a
             findings.cannot(f"{path}.spec.schedulerName", "the launcher and workers name different schedulers")
         for target, values in pods.overrides.items():
             findings.cannot(path, f"{target.replace('_', ' ')} of an MPI role ({', '.join(values)})")
+        limits = (fields.get("resources") or {}).get("limits") or {}
+        if key == "launcher" and not any("gpu" in str(resource) for resource in limits):   # v1's isGPULauncher
+            launcher_off_gpus(fields, findings, f"{where}.env", "a launcher without GPU limits")
         runtime[key] = fields
     workers = replicas.get("Worker", {}).get("replicas", 0) if "Worker" in replicas else 0
     require(workers >= 1, "spec.mpiReplicaSpecs.Worker: no MPI host (no worker)")
