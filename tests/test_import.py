@@ -853,6 +853,54 @@ def test_a_v1_mpijob_reaches_its_workers_by_ssh_and_says_so():
     assert any("kubectl exec" in n.message and "SSH replaces it" in n.message for n in job.findings.notes)
 
 
+def run_discover_hosts(launcher, tmp_path: Path, resolving: set[str]) -> list[str]:
+    """The launcher's discover_hosts.sh run as horovodrun runs it (no arguments), over the launcher's hostfile,
+    with a getent that resolves only `resolving`."""
+    import subprocess
+
+    script = launcher.files["/etc/mpi/discover_hosts.sh"]
+    assert script.mode == 0o555   # as the operators mount it
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "hostfile").write_bytes(launcher.files["/etc/mpi/hostfile"].content)
+    (tmp_path / "discover_hosts.sh").write_text(script.content.decode().replace("/etc/mpi/hostfile",
+                                                                                 str(tmp_path / "hostfile")))
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "getent").write_text("#!/bin/sh\ncase \" $RESOLVING \" in *\" $2 \"*) echo \"10.0.0.9 $2\";; "
+                                             "*) exit 2;; esac\n")
+    (tmp_path / "bin" / "getent").chmod(0o755)
+    (tmp_path / "discover_hosts.sh").chmod(0o755)
+    done = subprocess.run([str(tmp_path / "discover_hosts.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "RESOLVING": " ".join(resolving)})
+    assert (done.returncode, done.stderr) == (0, "")
+    return done.stdout.splitlines()
+
+
+def test_an_elastic_horovod_launcher_finds_the_operators_discover_hosts_script(tmp_path):
+    """training-operator v1.9 updateDiscoverHostsInConfigMap: `echo <pod>:<slotsPerWorker>` for each Running
+    worker, sorted by name, mounted 0555 at /etc/mpi/discover_hosts.sh; the job's lists the hosts that resolve."""
+    [job] = imported("v1-mpijob-horovod-elastic.yaml")
+    [mpijob] = source("v1-mpijob-horovod-elastic.yaml")
+    objects = objects_of(job)
+    [launcher] = pods(objects, "tensorflow-mnist-elastic-launcher-0")
+    assert "/etc/mpi/discover_hosts.sh" in launcher.containers[0].command
+    hosts = [view.dns_names[0] for view in pods(objects, "tensorflow-mnist-elastic-node-0")]
+    slots = mpijob["spec"]["slotsPerWorker"]
+    assert len(hosts) == mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert run_discover_hosts(launcher, tmp_path, set(hosts)) == [f"{host}:{slots}" for host in hosts]
+    assert run_discover_hosts(launcher, tmp_path / "one", {hosts[1]}) == [f"{hosts[1]}:{slots}"]   # one is up
+    assert run_discover_hosts(launcher, tmp_path / "none", set()) == []
+    assert any(n.message.startswith("/etc/mpi/discover_hosts.sh: the job's launcher has it") for n in job.findings.notes)
+
+
+def test_discover_hosts_reads_hydras_hostfile_and_the_launcher_as_a_host(tmp_path):
+    [mpijob] = source("mpi-pi-intel.yaml")
+    mpijob["spec"]["runLauncherAsWorker"] = True
+    [job] = import_documents([Document("pi.yaml", 0, mpijob)], namespace="default")
+    [launcher] = pods(objects_of(job), "pi-launcher-0")
+    lines = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()   # host:slots already
+    assert run_discover_hosts(launcher, tmp_path, {line.split(":")[0] for line in lines}) == lines
+
+
 @pytest.mark.parametrize("limits, blank", [({"cpu": "1"}, True), ({"cpu": "1", "nvidia.com/gpu": "1"}, False),
                                            ({"amd.com/gpu": "1"}, False)])
 def test_a_v1_launcher_without_gpu_limits_gets_nvidia_visible_devices_blank(limits, blank):

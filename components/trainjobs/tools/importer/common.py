@@ -201,6 +201,20 @@ def appended_env(fields: dict[str, Any], variables: list[dict[str, Any]], findin
     fields["env"] = env_argument([var for var in given if var.get("name") not in names] + variables)
 
 
+def note_host_discovery(launcher: dict[str, Any], name: str, findings: Findings, path: str) -> None:
+    """A launcher running Horovod's elastic mode reads its hosts from the operator's discover_hosts.sh, which the
+    job's launcher has too: said where the command names it, with how the two differ."""
+    from trainjobs.families.mpi import DISCOVER_HOSTS, HOSTFILE_DIR
+
+    script = f"{HOSTFILE_DIR}/{DISCOVER_HOSTS}"
+    if any(script in str(word) for word in [*(launcher.get("command") or []), *(launcher.get("args") or [])]):
+        findings.note(path, f"{script}: the job's launcher has it (mode 0555, from the hostfile ConfigMap): it "
+                            f"prints host:slots for each hostfile host whose name resolves ({name}-node-0-<i>.{name}, "
+                            "a pod that is up), where the operator listed its Running worker pods by name; the node "
+                            "Job starts its num_nodes pods at once and the launcher waits for all of them, so "
+                            "horovodrun finds at most num_nodes hosts (--max-np beyond them is not reached)")
+
+
 def launcher_off_gpus(launcher: dict[str, Any], findings: Findings, path: str, when: str) -> None:
     """The MPI Operator's blank NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES on the launcher (`when`
     says on which): with them blank, the NVIDIA container runtime gives the container no GPU, where a CUDA

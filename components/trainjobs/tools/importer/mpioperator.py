@@ -13,8 +13,8 @@ from trainjobs.core.errors import shown
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Findings, check_keys,
                                              check_pod_template, entrypoint_command, launcher_off_gpus,
-                                             metadata_arguments, note_restart_policy, pod_arguments, require,
-                                             run_policy_arguments)
+                                             metadata_arguments, note_host_discovery, note_restart_policy,
+                                             pod_arguments, require, run_policy_arguments)
 
 API = "the v2beta1 MPIJob API"
 SPEC_FIELDS = {"slotsPerWorker", "runLauncherAsWorker", "runPolicy", "mpiReplicaSpecs", "sshAuthMountPath",
@@ -91,6 +91,8 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
                             f"spec.mpiReplicaSpecs.{role}.restartPolicy")
         fields = pod.fields
         entrypoint_command(fields, findings, f"{path}.spec.containers[0]")
+        if key == "launcher":
+            note_host_discovery(fields, name, findings, f"{path}.spec.containers[0].command")
         if "resources_per_node" in fields:
             fields["resources"] = fields.pop("resources_per_node")
         if "scheduler_name" in fields:

@@ -26,8 +26,9 @@ from trainjobs.kube.manifests import completion_index_env
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Finding, Findings,
                                              appended_env, check_keys, check_pod_template, entrypoint_command,
-                                             launcher_off_gpus, metadata_arguments, note_restart_policy, pod_arguments,
-                                             require, run_policy_arguments, same_template)
+                                             launcher_off_gpus, metadata_arguments, note_host_discovery,
+                                             note_restart_policy, pod_arguments, require, run_policy_arguments,
+                                             same_template)
 
 API_VERSION = "kubeflow.org/v1"
 API = "the training-operator v1 API"
@@ -331,6 +332,7 @@ def _mpi(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, a
             fields.pop("args", None)
         if key == "launcher":
             entrypoint_command(fields, findings, where)
+            note_host_discovery(fields, name, findings, f"{where}.command")
         if "resources_per_node" in fields:
             fields["resources"] = fields.pop("resources_per_node")
         scheduler = fields.pop("scheduler_name", None)
