@@ -547,6 +547,21 @@ def test_a_file_that_is_no_manifest_gives_one_error_line(capsys, tmp_path, conte
     assert captured.err.splitlines() == [f"error: {tmp_path / 'job.yaml'}: {says}; give the YAML file of the job"]
 
 
+def test_the_help_names_every_source_the_import_reads(capsys):
+    from trainjobs.tools.importer import SOURCES
+
+    def help_text(argv: list[str]) -> str:
+        assert main(argv) == 0
+        return re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))   # argparse wraps at hyphens
+
+    top, command = help_text(["--help"]), help_text(["import", "--help"])
+    for system in ("Kubeflow Trainer", "training-operator v1", "the MPI Operator", "Volcano"):
+        assert system in top
+    for _, kind in SOURCES:
+        assert kind.removeprefix("Cluster") in command
+    assert "PyTorchJobs, MPIJobs, XGBoostJobs and JAXJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1)" in command
+
+
 def test_an_unreadable_file_gives_one_error_line(capsys, tmp_path):
     assert main(["import", str(tmp_path)]) == 2   # a directory: read() fails
     [line] = capsys.readouterr().err.splitlines()
