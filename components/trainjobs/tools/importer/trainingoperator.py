@@ -294,9 +294,9 @@ def _jax(name: str, args: dict[str, Any], ports: dict[str, int], findings: Findi
     index)."""
     coordinator, port = pod_dns_name(name, jax.ROLE, 0), str(jax.COORDINATOR_PORT)
     appended_env(args, [{"name": "COORDINATOR_ADDRESS", "value": coordinator},
-                       {"name": "COORDINATOR_PORT", "value": port},
-                       {"name": "NUM_PROCESSES", "value": str(args["num_nodes"])},
-                       completion_index_env("PROCESS_ID")], findings)
+                        {"name": "COORDINATOR_PORT", "value": port},
+                        {"name": "NUM_PROCESSES", "value": str(args["num_nodes"])},
+                        completion_index_env("PROCESS_ID")], findings)
     for variable, message in {
         "COORDINATOR_ADDRESS": f"{coordinator} (v1: {name}-worker-0, the Service name without the subdomain)",
         "COORDINATOR_PORT": f"{port}, the job's coordinator port (v1: {ports['Worker']}, the workers' "
