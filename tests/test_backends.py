@@ -73,7 +73,7 @@ def test_hostfile_is_byte_identical():
     jobs, jobset = objects("openmpi", "jobs"), objects("openmpi", "jobset")
     for objs in (jobs, jobset):
         (hostfile,) = [o["data"] for o in objs if o["kind"] == "ConfigMap"]
-        assert hostfile == {"hostfile": "job-node-0-0.job slots=1\njob-node-0-1.job slots=1\njob-node-0-2.job slots=1\n"}
+        assert hostfile["hostfile"] == "job-node-0-0.job slots=1\njob-node-0-1.job slots=1\njob-node-0-2.job slots=1\n"
     launcher = pods(jobset)["job-launcher-0-0"]["files"]
     assert launcher == pods(jobs)["job-launcher-0-0"]["files"]
     assert launcher["/etc/mpi/hostfile"][1] == hostfile["hostfile"].encode()

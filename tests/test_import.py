@@ -128,7 +128,8 @@ def mpi_operator_launcher_env(mpijob: dict) -> dict[str, str]:
             "Intel": {"I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
                       "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "-o ConnectionAttempts=10", "I_MPI_PERHOST": slots},
             "MPICH": {"HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-                      "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"}}[implementation]
+                      "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"}}[implementation] | ({} if mpijob["spec"].get(
+        "runLauncherAsWorker") else {"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""})
 
 
 # Where trainjobs deliberately differs (docs/deviations.md): the ssh options carry more than the operator's
@@ -546,10 +547,75 @@ def test_a_file_that_is_no_manifest_gives_one_error_line(capsys, tmp_path, conte
     assert captured.err.splitlines() == [f"error: {tmp_path / 'job.yaml'}: {says}; give the YAML file of the job"]
 
 
+def test_the_help_names_every_source_the_import_reads(capsys):
+    from trainjobs.tools.importer import SOURCES
+
+    def help_text(argv: list[str]) -> str:
+        assert main(argv) == 0
+        return re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))   # argparse wraps at hyphens
+
+    top, command = help_text(["--help"]), help_text(["import", "--help"])
+    for system in ("Kubeflow Trainer", "training-operator v1", "the MPI Operator", "Volcano"):
+        assert system in top
+    for _, kind in SOURCES:
+        assert kind.removeprefix("Cluster") in command
+    assert "PyTorchJobs, MPIJobs, XGBoostJobs and JAXJobs (kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1)" in command
+
+
 def test_an_unreadable_file_gives_one_error_line(capsys, tmp_path):
     assert main(["import", str(tmp_path)]) == 2   # a directory: read() fails
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {tmp_path}: cannot read it: ")
+
+
+def big_trainjob(entries: int) -> str:
+    """A TrainJob of `entries` env variables of about 100 bytes each."""
+    env = [{"name": f"VAR_{i:05d}", "value": "v" * 80} for i in range(entries)]
+    return yaml.safe_dump({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                           "metadata": {"name": "big", "namespace": "ml"},
+                           "spec": {"runtimeRef": {"name": "torch-distributed"},
+                                    "trainer": {"numNodes": 2, "env": env}}})
+
+
+def test_a_5_mb_trainjob_is_refused_as_too_big_for_the_api_server(capsys, tmp_path):
+    (tmp_path / "big.yaml").write_text(big_trainjob(50_000))
+    assert main(["import", str(tmp_path / "big.yaml")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"error: {tmp_path / 'big.yaml'}: TrainJob big: the imported TorchTrainJob is refused: "
+                        r"Job/big-node-0: the object is \d+ bytes; the API server cannot store objects over 1572864 "
+                        r"bytes \(etcd's default request limit\)", line)
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml reads at its own pace")
+def test_a_large_manifest_is_read_in_a_fraction_of_pyyamls_pure_python_time(tmp_path):
+    """CPU time, both measured in this process, so a busy machine slows both alike."""
+    import time
+    from trainjobs.tools.importer import read_files
+
+    (tmp_path / "big.yaml").write_text(text := big_trainjob(10_000))
+    start = time.process_time()
+    expected = list(yaml.safe_load_all(text))
+    pure_python = time.process_time() - start
+    start = time.process_time()
+    [document] = read_files([str(tmp_path / "big.yaml")])
+    assert time.process_time() - start < pure_python / 2
+    assert [document.body] == expected
+
+
+def test_manifests_read_as_yaml_safe_load_reads_them(tmp_path):
+    """Every manifest of the corpus, and the YAML forms read the slow way (numbers, merge keys, anchors)."""
+    from trainjobs.tools.importer import read_files
+
+    for path in sorted(IMPORTS.glob("*.yaml")):
+        assert [d.body for d in read_files([str(path)])] == [d for d in yaml.safe_load_all(path.read_text()) if d]
+    text = "a: &x {k: [1, 2.5, true, null, '3', 2024-01-02]}\nb: *x\nc: {<<: *x, d: !!binary aGk=}\ne: {1: one}\n"
+    (tmp_path / "forms.yaml").write_text(text)
+    [document] = read_files([str(tmp_path / "forms.yaml")])
+    assert document.body == yaml.safe_load(text)
+    assert document.body["a"] is document.body["b"]   # an alias is the anchored value, built once
+    (tmp_path / "loop.yaml").write_text("kind: TrainJob\nspec: &x {trainer: *x}\n")
+    with pytest.raises(ImportFailed, match="loop.yaml: not YAML: found unconstructable recursive node"):
+        read_files([str(tmp_path / "loop.yaml")])
 
 
 def test_without_the_import_extra_the_command_says_what_to_install(tmp_path):
@@ -655,7 +721,8 @@ def v1_replicas(job: dict) -> list[tuple[str, int]]:
 def v1_pytorch_env(job: dict, role: str, index: int) -> dict[str, str]:
     """What training-operator v1.9 gave a PyTorchJob pod (reference §13.1): with a Master, MASTER_* and PET_MASTER_*
     naming the master's Service by its short name and port, WORLD_SIZE = pods x nprocPerNode (auto as 1), RANK and
-    PET_NODE_RANK master 0 / worker i + 1, PET_NNODES the pods, PET_NPROC_PER_NODE when given; PYTHONUNBUFFERED."""
+    PET_NODE_RANK master 0 / worker i + 1, PET_NNODES the pods, PET_NPROC_PER_NODE nprocPerNode (defaulted to auto
+    since v1.7); PYTHONUNBUFFERED."""
     name, spec = job["metadata"]["name"], job["spec"]
     replicas = spec["pytorchReplicaSpecs"]
     total = sum(r.get("replicas", 1) for r in replicas.values())
@@ -665,9 +732,7 @@ def v1_pytorch_env(job: dict, role: str, index: int) -> dict[str, str]:
     rank = str(index if role == "Master" else index + 1)
     env = {"PYTHONUNBUFFERED": "1", "MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": f"{name}-master-0",
            "PET_MASTER_ADDR": f"{name}-master-0", "WORLD_SIZE": str(total * (int(nproc) if str(nproc).isdigit() else 1)),
-           "RANK": rank, "PET_NODE_RANK": rank, "PET_NNODES": str(total)}
-    if nproc is not None:
-        env["PET_NPROC_PER_NODE"] = str(nproc)
+           "RANK": rank, "PET_NODE_RANK": rank, "PET_NNODES": str(total), "PET_NPROC_PER_NODE": str(nproc or "auto")}
     return env
 
 
@@ -729,6 +794,51 @@ def test_an_elastic_pytorchjob_becomes_a_torch_job_with_its_node_range():
     assert job.findings.unexpressed == []
 
 
+def elastic_with_a_master() -> dict:
+    [pytorchjob] = source("v1-pytorch-elastic.yaml")
+    replicas = pytorchjob["spec"]["pytorchReplicaSpecs"]
+    replicas["Master"] = {**replicas["Worker"], "replicas": 1}
+    return pytorchjob
+
+
+@pytest.mark.parametrize("file", ["v1-pytorch-master-workers.yaml", "v1-pytorch-mnist.yaml", "v1-pytorch-elastic.yaml",
+                                  "v1-pytorch-elastic-imagenet.yaml", "elastic with a master", "v1-xgboost.yaml",
+                                  "v1-lightgbm.yaml", "v1-jax.yaml"])
+def test_a_note_on_a_variable_says_it_is_set_only_where_every_pod_has_it(file):
+    """A note on `env X` that begins "not" says the pods lack X; any other says they have it."""
+    document = elastic_with_a_master() if file == "elastic with a master" else source(file)[0]
+    [job] = import_documents([Document(file, 0, document)])
+    views = pods(objects_of(job), f"{job.name}-node-0")
+    for note in job.findings.notes:
+        if note.path.startswith("env "):
+            variables = [v.strip() for v in note.path[4:].split(",")]
+            present = [all(v in view.containers[0].env for view in views) for v in variables]
+            assert present == [not note.message.startswith("not")] * len(variables), note
+
+
+@pytest.mark.parametrize("document", ["v1-pytorch-elastic-imagenet.yaml", "elastic with a master"])
+def test_an_elastic_pytorchjobs_notes_give_the_rendezvous_it_gets_and_v1s_auto_processes(document):
+    """v1.9's elastic env: PET_RDZV_ENDPOINT rdzvHost (default <job>-worker-0) : rdzvPort (default the workers'
+    pytorchjob-port); with a Master also MASTER_*, PET_MASTER_*, PET_NODE_RANK, WORLD_SIZE and RANK, which the
+    job's c10d rendezvous does without; nprocPerNode defaulted to auto, which torchrun resolves itself."""
+    pytorchjob = elastic_with_a_master() if document == "elastic with a master" else source(document)[0]
+    [job] = import_documents([Document("elastic.yaml", 0, pytorchjob)])
+    name = pytorchjob["metadata"]["name"]
+    views = pods(objects_of(job), f"{name}-node-0")
+    notes = {n.path: n.message for n in job.findings.notes}
+    endpoint = views[0].containers[0].env["PET_RDZV_ENDPOINT"]
+    assert endpoint == f"{views[0].dns_names[0]}:29500"
+    assert notes["env PET_RDZV_ENDPOINT"].startswith(f"{endpoint}, ")
+    assert notes["env PET_RDZV_ENDPOINT"].endswith(f"(v1: {name}-worker-0:23456)")
+    assert job.args["num_proc_per_node"] == "auto"
+    assert "(v1: auto, nprocPerNode's default since v1.7" in notes["env PET_NPROC_PER_NODE"]
+    requests = pytorchjob["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].get(
+        "resources", {}).get("requests", {})
+    assert {v.containers[0].env["PET_NPROC_PER_NODE"] for v in views} == {str(requests.get("cpu", 1))}
+    for view in views:
+        assert not {"PET_MASTER_ADDR", "PET_NODE_RANK", "MASTER_ADDR", "RANK"} & set(view.containers[0].env)
+
+
 def test_what_an_elastic_policy_cannot_carry_is_named():
     [pytorchjob] = source("v1-pytorch-elastic.yaml")
     pytorchjob["spec"]["elasticPolicy"].update(rdzvBackend="etcd", metrics=[{"type": "Resource"}])
@@ -758,27 +868,177 @@ def test_a_v1_mpijob_reaches_its_workers_by_ssh_and_says_so():
     assert any("kubectl exec" in n.message and "SSH replaces it" in n.message for n in job.findings.notes)
 
 
-def test_v1_xgboost_and_jax_jobs_give_the_same_ranks_under_kubeflow_v2s_names():
-    [xgb] = imported("v1-xgboost.yaml")
-    [xgb_source] = source("v1-xgboost.yaml")
-    assert xgb.component == "XGBoostTrainJob"
-    views = pods(objects_of(xgb), "iris-node-0")
+def run_discover_hosts(launcher, tmp_path: Path, resolving: set[str]) -> list[str]:
+    """The launcher's discover_hosts.sh run as horovodrun runs it (no arguments), over the launcher's hostfile,
+    with a getent that resolves only `resolving`."""
+    import subprocess
+
+    script = launcher.files["/etc/mpi/discover_hosts.sh"]
+    assert script.mode == 0o555   # as the operators mount it
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "hostfile").write_bytes(launcher.files["/etc/mpi/hostfile"].content)
+    (tmp_path / "discover_hosts.sh").write_text(script.content.decode().replace("/etc/mpi/hostfile",
+                                                                                 str(tmp_path / "hostfile")))
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "getent").write_text("#!/bin/sh\ncase \" $RESOLVING \" in *\" $2 \"*) echo \"10.0.0.9 $2\";; "
+                                             "*) exit 2;; esac\n")
+    (tmp_path / "bin" / "getent").chmod(0o755)
+    (tmp_path / "discover_hosts.sh").chmod(0o755)
+    done = subprocess.run([str(tmp_path / "discover_hosts.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "RESOLVING": " ".join(resolving)})
+    assert (done.returncode, done.stderr) == (0, "")
+    return done.stdout.splitlines()
+
+
+def test_an_elastic_horovod_launcher_finds_the_operators_discover_hosts_script(tmp_path):
+    """training-operator v1.9 updateDiscoverHostsInConfigMap: `echo <pod>:<slotsPerWorker>` for each Running
+    worker, sorted by name, mounted 0555 at /etc/mpi/discover_hosts.sh; the job's lists the hosts that resolve."""
+    [job] = imported("v1-mpijob-horovod-elastic.yaml")
+    [mpijob] = source("v1-mpijob-horovod-elastic.yaml")
+    objects = objects_of(job)
+    [launcher] = pods(objects, "tensorflow-mnist-elastic-launcher-0")
+    assert "/etc/mpi/discover_hosts.sh" in launcher.containers[0].command
+    hosts = [view.dns_names[0] for view in pods(objects, "tensorflow-mnist-elastic-node-0")]
+    slots = mpijob["spec"]["slotsPerWorker"]
+    assert len(hosts) == mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    assert run_discover_hosts(launcher, tmp_path, set(hosts)) == [f"{host}:{slots}" for host in hosts]
+    assert run_discover_hosts(launcher, tmp_path / "one", {hosts[1]}) == [f"{hosts[1]}:{slots}"]   # one is up
+    assert run_discover_hosts(launcher, tmp_path / "none", set()) == []
+    assert any(n.message.startswith("/etc/mpi/discover_hosts.sh: the job's launcher has it") for n in job.findings.notes)
+
+
+def test_discover_hosts_reads_hydras_hostfile_and_the_launcher_as_a_host(tmp_path):
+    [mpijob] = source("mpi-pi-intel.yaml")
+    mpijob["spec"]["runLauncherAsWorker"] = True
+    [job] = import_documents([Document("pi.yaml", 0, mpijob)], namespace="default")
+    [launcher] = pods(objects_of(job), "pi-launcher-0")
+    lines = launcher.files["/etc/mpi/hostfile"].content.decode().splitlines()   # host:slots already
+    assert run_discover_hosts(launcher, tmp_path, {line.split(":")[0] for line in lines}) == lines
+
+
+@pytest.mark.parametrize("limits, blank", [({"cpu": "1"}, True), ({"cpu": "1", "nvidia.com/gpu": "1"}, False),
+                                           ({"amd.com/gpu": "1"}, False)])
+def test_a_v1_launcher_without_gpu_limits_gets_nvidia_visible_devices_blank(limits, blank):
+    """training-operator v1.9 newLauncher: NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES "" unless a limit
+    of the launcher's names a GPU (a name ending in .com/gpu or holding "gpu")."""
+    [mpijob] = source("v1-mpijob-horovod.yaml")
+    mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"]["limits"] = limits
+    [job] = import_documents([Document("mpi.yaml", 0, mpijob)])
+    [launcher] = pods(objects_of(job), "horovod-mnist-launcher-0")
+    env = launcher.containers[0].env
+    blanked = {name: env.get(name) for name in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")}
+    assert blanked == ({"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""} if blank else
+                       {"NVIDIA_VISIBLE_DEVICES": None, "NVIDIA_DRIVER_CAPABILITIES": None})
+    for node in pods(objects_of(job), "horovod-mnist-node-0"):
+        assert "NVIDIA_VISIBLE_DEVICES" not in node.containers[0].env
+
+
+def test_an_mpi_operator_launcher_that_is_a_worker_keeps_its_gpus():
+    [mpijob] = source("mpi-pi-openmpi.yaml")
+    mpijob["spec"]["runLauncherAsWorker"] = True
+    [job] = import_documents([Document("pi.yaml", 0, mpijob)])
+    [launcher] = pods(objects_of(job), "pi-launcher-0")
+    assert "NVIDIA_VISIBLE_DEVICES" not in launcher.containers[0].env
+
+
+# The lines of upstream's v1 example scripts that read the env (kubeflow/training-operator v1.9 examples/), as
+# written there: xgboost-dist/utils.py extract_xgbooost_cluster_env, lightgbm-dist/main.py main, and
+# jax/cpu-demo/train.py _main (jax-dist-spmd-mnist reads the same four).
+XGBOOST_DIST_READS = """
+master_addr = os.environ.get("MASTER_ADDR", "{}")
+master_port = int(os.environ.get("MASTER_PORT", "{}"))
+rank = int(os.environ.get("RANK", "{}"))
+world_size = int(os.environ.get("WORLD_SIZE", "{}"))
+"""
+LIGHTGBM_DIST_READS = """
+master_addr = os.environ["MASTER_ADDR"]
+master_port = os.environ["MASTER_PORT"]
+worker_addrs = os.environ["WORKER_ADDRS"]
+worker_port = os.environ["WORKER_PORT"]
+world_size = int(os.environ["WORLD_SIZE"])
+rank = int(os.environ["RANK"])
+"""
+JAX_CPU_DEMO_READS = """
+process_id = int(os.getenv("PROCESS_ID"))
+num_processes = int(os.getenv("NUM_PROCESSES"))
+coordinator_address = os.getenv("COORDINATOR_ADDRESS")
+coordinator_port = int(os.getenv("COORDINATOR_PORT"))
+coordinator_address = f"{coordinator_address}:{coordinator_port}"
+"""
+
+
+def script_reads(lines: str, env: dict[str, str]) -> dict:
+    """What the script's lines read from the env of a pod: its variables after running them."""
+    class Os:
+        environ = env
+        getenv = staticmethod(env.get)
+    scope = {"os": Os}
+    exec(lines, scope)
+    return {k: v for k, v in scope.items() if k not in ("os", "__builtins__")}
+
+
+def declared_port(objects: list[dict], job_name: str) -> int:
+    """The one port the Job's training container declares (what a listener on pod 0 is reached at)."""
+    [job] = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == job_name]
+    [port] = job["spec"]["template"]["spec"]["containers"][0]["ports"]
+    return port["containerPort"]
+
+
+@pytest.mark.parametrize("file", ["v1-xgboost.yaml", "v1-lightgbm.yaml"])
+def test_upstreams_xgboost_and_lightgbm_scripts_find_v1s_env_on_every_pod(file):
+    """training-operator v1.9 xgboost.SetPodEnv: RANK master 0, worker i i + 1; WORLD_SIZE every replica; the
+    master's address and port; with workers, WORKER_ADDRS (worker 0 first) and WORKER_PORT."""
+    [job] = imported(file)
+    [xgb_source] = source(file)
+    assert job.component == "XGBoostTrainJob"
+    objects = objects_of(job)
+    views, port = pods(objects, f"{job.name}-node-0"), declared_port(objects, f"{job.name}-node-0")
     order = v1_replicas(xgb_source)
+    hosts = [view.dns_names[0] for view in views]
     for view, (role, i) in zip(views, order, strict=True):
-        # training-operator v1.9 xgboost.SetPodEnv: RANK master 0, worker i + masters; WORLD_SIZE every replica.
-        rank, world = str(i if role == "Master" else i + 1), str(len(order))
         env = view.containers[0].env
-        assert (env["DMLC_TASK_ID"], env["DMLC_NUM_WORKER"], env["PYTHONUNBUFFERED"]) == (rank, world, "1")
+        rank = i if role == "Master" else i + 1
+        assert script_reads(XGBOOST_DIST_READS, env) == {
+            "master_addr": hosts[0], "master_port": port, "rank": rank, "world_size": len(order)}
+        lightgbm = script_reads(LIGHTGBM_DIST_READS, env)
+        assert lightgbm["worker_addrs"].split(",") == hosts[1:]       # the machine list: master, then workers
+        assert lightgbm["worker_port"] == lightgbm["master_port"] == str(port)   # each pod's local_listen_port
+        assert (env["DMLC_TASK_ID"], env["DMLC_NUM_WORKER"], env["PYTHONUNBUFFERED"]) == (str(rank), str(len(order)), "1")
         assert view.containers[0].args == xgb_source["spec"]["xgbReplicaSpecs"][role]["template"]["spec"][
             "containers"][0]["args"]   # still run by the image's ENTRYPOINT
-    assert noted_variables(xgb) >= {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "WORKER_PORT", "WORKER_ADDRS"}
-    [jax] = imported("v1-jax.yaml")
-    views = pods(objects_of(jax), "jax-demo-node-0")
-    for i, view in enumerate(views):   # v1.9 jax setPodEnv: PROCESS_ID the index, NUM_PROCESSES every replica
+    assert noted_variables(job) == {"MASTER_ADDR", "MASTER_PORT", "WORKER_ADDRS", "WORKER_PORT", "PYTHONUNBUFFERED",
+                                    "DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}
+
+
+def test_upstreams_jax_script_finds_v1s_env_on_every_pod():
+    """training-operator v1.9 jax setPodEnv: PROCESS_ID the worker's index, NUM_PROCESSES every replica, the
+    coordinator worker 0."""
+    [job] = imported("v1-jax.yaml")
+    objects = objects_of(job)
+    views, port = pods(objects, "jax-demo-node-0"), declared_port(objects, "jax-demo-node-0")
+    for i, view in enumerate(views):
         env = view.containers[0].env
+        assert script_reads(JAX_CPU_DEMO_READS, env) == {
+            "process_id": i, "num_processes": len(views), "coordinator_port": port,
+            "coordinator_address": f"{views[0].dns_names[0]}:{port}"}
         assert (env["JAX_PROCESS_ID"], env["JAX_NUM_PROCESSES"]) == (str(i), str(len(views)))
-    assert noted_variables(jax) == {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID",
-                                    "PYTHONUNBUFFERED"}
+    assert noted_variables(job) == {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "PYTHONUNBUFFERED",
+                                    "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}
+
+
+def test_v1s_variables_replace_the_templates_own_and_an_xgboostjob_needs_its_master():
+    [xgb] = source("v1-xgboost.yaml")
+    for role in ("Master", "Worker"):
+        xgb["spec"]["xgbReplicaSpecs"][role]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "RANK", "value": "7"}, {"name": "OTHER", "value": "x"}]
+    [job] = import_documents([Document("xgb.yaml", 0, xgb)])
+    views = pods(objects_of(job), "iris-node-0")
+    assert [(v.containers[0].env["RANK"], v.containers[0].env["OTHER"]) for v in views] == [
+        ("0", "x"), ("1", "x"), ("2", "x")]
+    assert any(n.path == "env" and n.message.startswith("RANK given in the template") for n in job.findings.notes)
+    del xgb["spec"]["xgbReplicaSpecs"]["Master"]
+    with pytest.raises(ImportFailed, match=r"spec.xgbReplicaSpecs.Master: must be present"):
+        import_documents([Document("xgb.yaml", 0, xgb)])
 
 
 # ---- Volcano MPI jobs by ssh and svc; images that need their entrypoint --------------------------------------

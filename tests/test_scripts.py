@@ -15,7 +15,7 @@ SCRIPTS = sorted(p.name.removesuffix(".sh") for p in files("trainjobs.scripts").
 
 
 def test_every_script_is_shipped_with_the_package():
-    assert SCRIPTS == ["fan-out", "mpi-launcher", "mpi-node", "wait-for-hosts", "wait-for-initializers"]
+    assert SCRIPTS == ["discover-hosts", "fan-out", "mpi-launcher", "mpi-node", "wait-for-hosts", "wait-for-initializers"]
 
 
 def test_the_launchers_scripts_begin_with_the_fan_out_functions():

@@ -2,8 +2,8 @@
 
 Objects for job `N`: headless Service `N`, SSH Secret `N-mpi-ssh-auth` (a key pair generated once and
 kept in Pulumi state, or the user's private key and its derived public key), hostfile ConfigMap
-`N-mpi-hostfile`, launcher Job `N-launcher-0` (1 pod) and, when there are hosts besides the launcher,
-node Job `N-node-0` whose pods run sshd.
+`N-mpi-hostfile` (with Horovod's discover_hosts.sh), launcher Job `N-launcher-0` (1 pod) and, when there
+are hosts besides the launcher, node Job `N-node-0` whose pods run sshd.
 
 Lifecycle without an operator:
 - the launcher pod's init container waits, up to `launcher_wait_timeout_seconds`, until every host in
@@ -43,9 +43,11 @@ from trainjobs.kube.templates import overlay, upsert_env
 LAUNCHER, NODE, MPI_ROLE = "launcher", "node", "mpi"   # MPI_ROLE: the label role of the hostfile and key
 HOSTFILE_DIR = "/etc/mpi"
 HOSTFILE = f"{HOSTFILE_DIR}/hostfile"
+# Horovod's elastic mode reads the hosts that are up from this script, where the MPI Operator mounts it.
+DISCOVER_HOSTS = "discover_hosts.sh"
 CONTROL_DIR = "/var/run/trainjobs"
 DEFAULT_SSHD = ["/usr/sbin/sshd", "-De"]
-MODE_OWNER_ONLY, MODE_GROUP_READ, MODE_PUBLIC, MODE_READ_ONLY = 0o600, 0o640, 0o644, 0o444
+MODE_OWNER_ONLY, MODE_GROUP_READ, MODE_PUBLIC, MODE_READ_ONLY, MODE_SCRIPT = 0o600, 0o640, 0o644, 0o444, 0o555
 
 
 class Implementation(str, enum.Enum):
@@ -471,7 +473,8 @@ class MpiFamily(Family):
         key_volume = ssh_volume(name, layout.as_root)
         key_mount = {"name": "mpi-ssh-auth", "mountPath": layout.mount, "readOnly": True}
         hostfile_volume = {"name": "mpi-hostfile", "configMap": {
-            "name": hostfile_name(name), "items": [{"key": "hostfile", "path": "hostfile", "mode": MODE_READ_ONLY}]}}
+            "name": hostfile_name(name), "items": [{"key": "hostfile", "path": "hostfile", "mode": MODE_READ_ONLY},
+                                                   {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": MODE_SCRIPT}]}}
         hostfile_mount = {"name": "mpi-hostfile", "mountPath": HOSTFILE_DIR, "readOnly": True}
 
         env = layout.flavor.launcher_env(layout.slots, layout.ssh, layout.as_root)
@@ -580,7 +583,8 @@ class MpiFamily(Family):
         config_map = {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(hostfile_name(name), args.namespace, labels, annotations),
-            "data": {"hostfile": hostfile(layout.hosts, layout.slots, layout.flavor)},
+            "data": {"hostfile": hostfile(layout.hosts, layout.slots, layout.flavor),
+                     DISCOVER_HOSTS: f"#!/bin/sh\n{script('discover-hosts')}\n"},
         }
         return [secret, config_map]
 

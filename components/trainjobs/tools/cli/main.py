@@ -1,5 +1,5 @@
 """`trainjobs`: render a Pulumi program's training jobs offline, explain what each pod sees, run them locally, import
-jobs from Kubeflow Trainer, the MPI Operator and Volcano, write the policy pack."""
+jobs from Kubeflow Trainer, training-operator v1, the MPI Operator and Volcano, write the policy pack."""
 
 import argparse
 import os
@@ -210,10 +210,12 @@ def parser() -> argparse.ArgumentParser:
                    help="echo every line, with sshd's connection messages and known harmless messages")
     p.set_defaults(func=cmd_run_local)
     p = sub.add_parser("import", help="print the component call equivalent to a Kubeflow TrainJob (with its "
-                                      "runtime), an MPI Operator MPIJob or a Volcano Job")
+                                      "runtime), a training-operator v1 PyTorchJob, MPIJob, XGBoostJob or JAXJob, an "
+                                      "MPI Operator MPIJob or a Volcano Job")
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="YAML manifests: TrainJobs and the (Cluster)TrainingRuntimes they use (a built-in runtime "
-                        "by name needs no file), MPIJobs (kubeflow.org/v2beta1), Volcano Jobs")
+                        "by name needs no file), training-operator v1 PyTorchJobs, MPIJobs, XGBoostJobs and JAXJobs "
+                        "(kubeflow.org/v1), MPIJobs (kubeflow.org/v2beta1), Volcano Jobs")
     p.add_argument("--to", choices=("python", "yaml"), default="python",
                    help="python: a Pulumi Python program (default); yaml: a Pulumi YAML program")
     p.add_argument("--namespace", metavar="NS", help="namespace of the manifests that name none (as kubectl -n)")

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from trainjobs.core.errors import TrainJobError, shown
+from trainjobs.tools.cli.render import LOADER
 from trainjobs.tools.importer.common import Findings, SourceError
 
 __all__ = ["ImportFailed", "Imported", "import_documents", "import_files", "read_files"]
@@ -76,6 +78,34 @@ NO_NAMESPACE = " (the source names no namespace: pass it as --namespace NAME, or
 MAX_FILE_BYTES = 10 * 2**20
 
 
+_STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+
+
+class _ManifestLoader(LOADER):
+    """The safe loader, with strings, lists and string-keyed mappings built directly: PyYAML builds each
+    through a generator, most of the time a manifest of 50,000 env entries takes to read. Every other node
+    (numbers, merge keys, other keys) goes through PyYAML's own constructor; a node that contains itself is
+    refused (no manifest holds one)."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        if node.tag == _STR and type(node) is ScalarNode:
+            return node.value
+        if node in self.constructed_objects or node in self.recursive_objects:
+            return super().construct_object(node, deep)
+        if node.tag == _SEQ and type(node) is SequenceNode:
+            self.recursive_objects[node] = None
+            value: Any = [self.construct_object(child) for child in node.value]
+        elif node.tag == _MAP and type(node) is MappingNode and all(
+                key.tag == _STR and type(key) is ScalarNode for key, _ in node.value):
+            self.recursive_objects[node] = None
+            value = {key.value: self.construct_object(item) for key, item in node.value}
+        else:
+            return super().construct_object(node, deep)
+        del self.recursive_objects[node]
+        self.constructed_objects[node] = value
+        return value
+
+
 def read_files(paths: list[str]) -> list[Document]:
     documents: list[Document] = []
     for path in paths:
@@ -92,7 +122,7 @@ def read_files(paths: list[str]) -> list[Document]:
         except UnicodeDecodeError:
             raise ImportFailed([f"{path}: not a text file (not UTF-8); give the YAML file of the job"]) from None
         try:
-            bodies = [b for b in yaml.safe_load_all(text) if b is not None]
+            bodies = [b for b in yaml.load_all(text, Loader=_ManifestLoader) if b is not None]
         except yaml.YAMLError as exc:
             raise ImportFailed([f"{path}: not YAML: {exc}"]) from None
         for i, body in enumerate(bodies):

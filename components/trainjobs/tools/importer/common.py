@@ -188,6 +188,45 @@ def env_argument(env: list[dict[str, Any]]) -> Any:
     return env
 
 
+def appended_env(fields: dict[str, Any], variables: list[dict[str, Any]], findings: Findings) -> None:
+    """Variables the source system appended to the container's env, as env arguments: the source's values win
+    over the template's own (of a name given twice, the later entry counts)."""
+    names = {var["name"] for var in variables}
+    env = fields.get("env") or {}
+    given = [{"name": k, "value": v} for k, v in env.items()] if isinstance(env, dict) else list(env)
+    replaced = sorted({var.get("name") for var in given} & names)
+    if replaced:
+        findings.note("env", f"{', '.join(replaced)} given in the template: the source system set its own value "
+                             "after it, and so does the job")
+    fields["env"] = env_argument([var for var in given if var.get("name") not in names] + variables)
+
+
+def note_host_discovery(launcher: dict[str, Any], name: str, findings: Findings, path: str) -> None:
+    """A launcher running Horovod's elastic mode reads its hosts from the operator's discover_hosts.sh, which the
+    job's launcher has too: said where the command names it, with how the two differ."""
+    from trainjobs.families.mpi import DISCOVER_HOSTS, HOSTFILE_DIR
+
+    script = f"{HOSTFILE_DIR}/{DISCOVER_HOSTS}"
+    if any(script in str(word) for word in [*(launcher.get("command") or []), *(launcher.get("args") or [])]):
+        findings.note(path, f"{script}: the job's launcher has it (mode 0555, from the hostfile ConfigMap): it "
+                            f"prints host:slots for each hostfile host whose name resolves ({name}-node-0-<i>.{name}, "
+                            "a pod that is up), where the operator listed its Running worker pods by name; the node "
+                            "Job starts its num_nodes pods at once and the launcher waits for all of them, so "
+                            "horovodrun finds at most num_nodes hosts (--max-np beyond them is not reached)")
+
+
+def launcher_off_gpus(launcher: dict[str, Any], findings: Findings, path: str, when: str) -> None:
+    """The MPI Operator's blank NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES on the launcher (`when`
+    says on which): with them blank, the NVIDIA container runtime gives the container no GPU, where a CUDA
+    image's own NVIDIA_VISIBLE_DEVICES=all would give it every GPU of its node."""
+    appended_env(launcher, [{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""},
+                            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": ""}], findings)
+    findings.note(f"{path} NVIDIA_VISIBLE_DEVICES", f"blank, with NVIDIA_DRIVER_CAPABILITIES, as the source system "
+                                                    f"set them on {when}, so it sees none of its node's GPUs (the "
+                                                    "names reach mpirun's ranks too, where the container runtime "
+                                                    "no longer reads them)")
+
+
 @dataclass
 class PodArguments:
     """A Kubernetes pod template as the job's pod arguments."""

@@ -12,8 +12,9 @@ from typing import Any
 from trainjobs.core.errors import shown
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Findings, check_keys,
-                                             check_pod_template, entrypoint_command, metadata_arguments,
-                                             note_restart_policy, pod_arguments, require, run_policy_arguments)
+                                             check_pod_template, entrypoint_command, launcher_off_gpus,
+                                             metadata_arguments, note_host_discovery, note_restart_policy,
+                                             pod_arguments, require, run_policy_arguments)
 
 API = "the v2beta1 MPIJob API"
 SPEC_FIELDS = {"slotsPerWorker", "runLauncherAsWorker", "runPolicy", "mpiReplicaSpecs", "sshAuthMountPath",
@@ -90,6 +91,8 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
                             f"spec.mpiReplicaSpecs.{role}.restartPolicy")
         fields = pod.fields
         entrypoint_command(fields, findings, f"{path}.spec.containers[0]")
+        if key == "launcher":
+            note_host_discovery(fields, name, findings, f"{path}.spec.containers[0].command")
         if "resources_per_node" in fields:
             fields["resources"] = fields.pop("resources_per_node")
         if "scheduler_name" in fields:
@@ -129,8 +132,10 @@ def import_mpijob(document: dict[str, Any], findings: Findings) -> tuple[str, st
     if launcher_as_worker:
         findings.note("spec.runLauncherAsWorker", "the launcher's hostfile line comes last (the MPI Operator lists it "
                                                   "first, Kubeflow Trainer v2.3 last): rank order changes")
-    findings.note("spec.mpiReplicaSpecs", "no K_MPI_JOB_ROLE env (the pods' role is the trainjobs.io/role label), "
-                                          "and a launcher without GPUs keeps NVIDIA_VISIBLE_DEVICES unset")
+    if not launcher_as_worker:
+        launcher_off_gpus(runtime["launcher"], findings, "spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].env",
+                          "a launcher that is not a worker")
+    findings.note("spec.mpiReplicaSpecs", "no K_MPI_JOB_ROLE env (the pods' role is the trainjobs.io/role label)")
     findings.note("spec.mpiReplicaSpecs", f"hostfile names are <job>-node-0-<i>.<job> (the MPI Operator's "
                                           f"<job>-worker-<i>.<job>.<namespace>.svc); the format is "
                                           f"{IMPLEMENTATIONS[implementation]}'s")

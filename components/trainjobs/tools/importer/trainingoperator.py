@@ -4,12 +4,14 @@
   index 0, worker i is index i + 1, as v1 ranked them), a TorchTrainJob: with torchrun when the command
   runs it (PET_* env), else one process per pod (`torchrun: false`: MASTER_ADDR, MASTER_PORT,
   WORLD_SIZE, RANK);
-- XGBoostJob (Master and Worker) and JAXJob (Worker) likewise, as XGBoostTrainJob and JaxTrainJob;
+- XGBoostJob (Master and Worker) and JAXJob (Worker) likewise, as XGBoostTrainJob and JaxTrainJob,
+  whose pods also get v1's own variables (MASTER_ADDR, RANK, ...; COORDINATOR_ADDRESS, PROCESS_ID, ...),
+  which their scripts read, beside the runtime's DMLC_* and JAX_*;
 - MPIJob v1: an MpiTrainJob; v1 ran workers idle and reached them with `kubectl exec`, the job with SSH.
 
-v1's env differed from the new jobs' (the port, host names without the subdomain, PYTHONUNBUFFERED,
-WORLD_SIZE counted in processes): each difference is a note, variable by variable (reference: the
-training-operator v1.9 controllers). No Python model of the v1 API is published: its fields are
+Where v1's env differs from the job's (the port, host names without the subdomain, PYTHONUNBUFFERED,
+WORLD_SIZE counted in processes, names the runtime adds), a note says so, variable by variable
+(reference: the training-operator v1.9 controllers). No Python model of the v1 API is published: its fields are
 checked against its types' field lists here, its pod templates against Kubernetes' models.
 """
 
@@ -18,9 +20,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from trainjobs.core.naming import pod_dns_name
+from trainjobs.families import jax, xgboost
+from trainjobs.kube.manifests import completion_index_env
 from trainjobs.scheduling.volcano import QUEUE_ANNOTATION
 from trainjobs.tools.importer.common import (checked_spec, RUN_POLICY_FIELDS, SCHEDULING_POLICY_FIELDS, Finding, Findings,
-                                             check_keys, check_pod_template, entrypoint_command, metadata_arguments,
+                                             appended_env, check_keys, check_pod_template, entrypoint_command,
+                                             launcher_off_gpus, metadata_arguments, note_host_discovery,
                                              note_restart_policy, pod_arguments, require, run_policy_arguments,
                                              same_template)
 
@@ -168,42 +174,63 @@ def _env(args: dict[str, Any], name: str, value: str) -> None:
 
 
 def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, args: dict[str, Any],
-           port: int, findings: Findings) -> None:
-    """nprocPerNode, elasticPolicy, torchrun or not, and v1's env, variable by variable."""
+           ports: dict[str, int], findings: Findings) -> None:
+    """nprocPerNode, elasticPolicy, torchrun or not, and v1's env, variable by variable. Each note on a variable
+    begins with the job's value, or says it is not set."""
     master = "Master" in replicas
     workers = args["num_nodes"] - (1 if master else 0)
-    nproc = spec.get("nprocPerNode")
+    port = ports.get("Master", ports.get("Worker"))
     elastic = spec.get("elasticPolicy")
+    # v1 (since v1.7) defaults nprocPerNode to auto, unless an elastic policy gives nProcPerNode.
+    nproc = str((elastic or {}).get("nProcPerNode") or spec.get("nprocPerNode") or "auto")
+    v1_nnodes = args["num_nodes"]
     if elastic is not None:
-        if elastic.get("nProcPerNode") is not None:
-            nproc = elastic["nProcPerNode"]
         _elastic_policy(elastic, args, findings)
     torchrun = bool(TORCHRUN.search(_words(args)))
     v1_master = f"{name}-master-0"
     new_master = f"{name}-node-0-0.{name}"
-    numeric = int(nproc) if str(nproc).isdigit() else 1
+    numeric = int(nproc) if nproc.isdigit() else 1
     differences: dict[str, str] = {}
     if torchrun:
-        if nproc is not None:
-            args["num_proc_per_node"] = str(nproc)
-        else:
-            differences["PET_NPROC_PER_NODE"] = ("v1 did not set it (torchrun's own default); here "
-                                                 "num_proc_per_node auto: the GPU count on GPU pods, else the CPU "
-                                                 "request (or limit) rounded up, else 1")
-        if master:
+        args["num_proc_per_node"] = nproc
+        if nproc == "auto":
+            differences["PET_NPROC_PER_NODE"] = (
+                "auto where the pod has GPUs (one process per GPU, as in v1), else the pod's CPU request (or limit) "
+                "rounded up, else 1 (v1: auto, nprocPerNode's default since v1.7, which torchrun resolves on a pod "
+                "without GPUs to the CPUs of its node, os.cpu_count()); to start as many processes as v1 on CPU "
+                "pods, give num_proc_per_node that count")
+        if elastic is not None:
+            rdzv_host = elastic.get("rdzvHost") or f"{name}-worker-0"
+            rdzv_port = elastic.get("rdzvPort") or ports.get("Worker")
+            differences["PET_RDZV_ENDPOINT"] = (f"{new_master}:{TRAINER_PORT}, the job's first pod (v1: "
+                                                f"{rdzv_host}:{rdzv_port})")
+            differences["PET_RDZV_ID"] = f"{name}, the job's name (v1: {elastic.get('rdzvId') or 'not set'})"
+            if "min_nodes" not in args:
+                most = args["num_nodes"]
+                differences["PET_NNODES"] = f"{most} (v1: {most}:{most}, the same)"
+            if elastic.get("maxRestarts") is None:
+                differences["PET_MAX_RESTARTS"] = ("the job's default for its node range (v1: not set, torchrun's "
+                                                   "default 0)")
+            if master:
+                differences["PET_MASTER_ADDR, PET_MASTER_PORT, PET_NODE_RANK, MASTER_ADDR, MASTER_PORT, WORLD_SIZE, "
+                            "RANK"] = (f"not set: the c10d rendezvous at PET_RDZV_ENDPOINT ranks the nodes (v1 set "
+                                       f"them from the Master, {v1_master}:{port}, and torchrun ignores them with a "
+                                       "c10d rendezvous); torchrun sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE "
+                                       "for each process it starts")
+        elif master:
             differences.update({
                 "PET_MASTER_ADDR": f"{new_master} (v1: {v1_master}, the Service name without the subdomain)",
                 "PET_MASTER_PORT": f"{TRAINER_PORT} (v1: {port}, the master's {KINDS['PyTorchJob'].port_name})",
                 "MASTER_ADDR, MASTER_PORT": f"not on the pod (v1: {v1_master} and {port}); torchrun sets them for "
                                             "the processes it starts",
-                "WORLD_SIZE": f"not on the pod (v1: {args['num_nodes'] * numeric}, pods x nprocPerNode with auto "
-                              "counted as 1); torchrun sets it for each process, counted in processes",
+                "WORLD_SIZE": f"not on the pod (v1: {v1_nnodes * numeric}, pods x nprocPerNode with auto counted as "
+                              "1); torchrun sets it for each process, counted in processes",
                 "RANK": "not on the pod (v1: the pod's node rank); torchrun sets each process's global rank; the "
                         "node rank is PET_NODE_RANK, as in v1 (master 0, worker i is i + 1)",
             })
     else:
         args["torchrun"] = False
-        if nproc is not None and numeric != 1:
+        if numeric != 1:
             findings.cannot("spec.nprocPerNode", f"{nproc}: the command does not run torchrun, so each pod runs one "
                                                  "process; give the command torchrun to run several")
         if master:
@@ -212,41 +239,71 @@ def _torch(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str,
                 "MASTER_PORT": f"{TRAINER_PORT} (v1: {port}, the master's {KINDS['PyTorchJob'].port_name})",
                 "WORLD_SIZE": f"{args['num_nodes']}, one process per pod (v1: {args['num_nodes'] * numeric}, pods x "
                               "nprocPerNode)",
-                "PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT": "not set: the command does not run "
-                                                                               "torchrun (v1 set them on every pod)",
+                "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT": (
+                    "not set: the command does not run torchrun (v1 set them on every pod)"),
             })
     if not master:
         findings.note("spec.pytorchReplicaSpecs", "no Master: v1 gave the pods no MASTER_ADDR, RANK or WORLD_SIZE "
-                                                  "(only an elastic policy's PET_RDZV_*); the job gives worker 0 the "
-                                                  "master's role and every pod the env above")
+                                                  + ("(only the elastic policy's PET_RDZV_*, its endpoint worker 0); "
+                                                     "so does the job, its endpoint pod 0" if elastic is not None else
+                                                     "; the job gives worker 0 the master's role and every pod the "
+                                                     "env above"))
     for variable, message in differences.items():
         findings.note(f"env {variable}", message)
     if master:
+        ranks = "the rendezvous ranks them" if elastic is not None else "with v1's ranks"
         findings.note("spec.pytorchReplicaSpecs.Master", f"one indexed set of {args['num_nodes']} pods: the master is "
                                                          f"index 0 ({new_master}), the {workers} workers indexes 1 "
-                                                         f"to {workers}, with v1's ranks; v1's init-pytorch init "
-                                                         "container (waiting for the master's name) is not made")
+                                                         f"to {workers}, {ranks}; v1's init-pytorch init container "
+                                                         "(waiting for the master's name) is not made")
 
 
-def _xgboost(name: str, args: dict[str, Any], port: int, findings: Findings) -> None:
+def _xgboost(name: str, replicas: dict[str, dict[str, Any]], args: dict[str, Any], ports: dict[str, int],
+             findings: Findings) -> None:
+    """v1's env (xgboost.SetPodEnv), which upstream's XGBoost and LightGBM examples read: MASTER_ADDR and
+    MASTER_PORT (the master, index 0, whose code runs the tracker), WORLD_SIZE (every pod), RANK (the pod's
+    index: v1 ranked the master 0 and worker i i + 1), and for LightGBM WORKER_ADDRS and WORKER_PORT."""
+    require("Master" in replicas, "spec.xgbReplicaSpecs.Master: must be present (v1's webhook requires it: the "
+                                  "master's code runs the tracker)")
+    total = args["num_nodes"]
+    master, workers = xgboost.tracker_uri(name), [pod_dns_name(name, xgboost.ROLE, i) for i in range(1, total)]
+    port = str(xgboost.TRACKER_PORT)
+    env = [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": port},
+           {"name": "WORLD_SIZE", "value": str(total)}, completion_index_env("RANK")]
+    if total > 1:
+        env += [{"name": "WORKER_PORT", "value": port}, {"name": "WORKER_ADDRS", "value": ",".join(workers)}]
+    appended_env(args, env, findings)
+    v1_workers = ",".join(f"{name}-worker-{i}" for i in range(total - 1))
     for variable, message in {
-        "MASTER_ADDR": f"DMLC_TRACKER_URI={name}-node-0-0.{name} (v1: MASTER_ADDR={name}-master-0)",
-        "MASTER_PORT": f"DMLC_TRACKER_PORT={TRAINER_PORT} (v1: MASTER_PORT={port})",
-        "WORLD_SIZE": f"DMLC_NUM_WORKER, the pods times their GPUs (at least 1) (v1: WORLD_SIZE={args['num_nodes']}, "
-                      "the pods)",
-        "RANK": "DMLC_TASK_ID, each pod's index: the master 0, worker i is i + 1 (v1: RANK, the same values)",
-        "WORKER_PORT, WORKER_ADDRS": "not set (v1 set them for LightGBM when there are workers)",
+        "MASTER_ADDR": f"{master} (v1: {name}-master-0, the Service name without the subdomain)",
+        "MASTER_PORT": f"{port}, the job's tracker port (v1: {ports['Master']}, the master's "
+                       f"{KINDS['XGBoostJob'].port_name})",
+        **({"WORKER_ADDRS": f"{','.join(workers)} (v1: {v1_workers})",
+            "WORKER_PORT": f"{port} (v1: {ports.get('Worker')}, the workers' {KINDS['XGBoostJob'].port_name})"}
+           if total > 1 else {}),
+        ", ".join(xgboost.RESERVED_ENV): "added by the XGBoost runtime (Kubeflow Trainer v2's names for xgboost's "
+                                         f"collective: the tracker at {master}:{port}, DMLC_TASK_ID = RANK, "
+                                         "DMLC_NUM_WORKER the pods times their GPUs); v1 did not set them",
     }.items():
         findings.note(f"env {variable}", message)
 
 
-def _jax(name: str, args: dict[str, Any], port: int, findings: Findings) -> None:
+def _jax(name: str, args: dict[str, Any], ports: dict[str, int], findings: Findings) -> None:
+    """v1's env (jax setPodEnv), which upstream's JAX examples pass to jax.distributed.initialize:
+    COORDINATOR_ADDRESS and COORDINATOR_PORT (worker 0), NUM_PROCESSES (every pod), PROCESS_ID (the pod's
+    index)."""
+    coordinator, port = pod_dns_name(name, jax.ROLE, 0), str(jax.COORDINATOR_PORT)
+    appended_env(args, [{"name": "COORDINATOR_ADDRESS", "value": coordinator},
+                        {"name": "COORDINATOR_PORT", "value": port},
+                        {"name": "NUM_PROCESSES", "value": str(args["num_nodes"])},
+                        completion_index_env("PROCESS_ID")], findings)
     for variable, message in {
-        "COORDINATOR_ADDRESS, COORDINATOR_PORT": f"JAX_COORDINATOR_ADDRESS={name}-node-0-0.{name}:{TRAINER_PORT}, "
-                                                 f"address and port in one (v1: COORDINATOR_ADDRESS={name}-worker-0, "
-                                                 f"COORDINATOR_PORT={port})",
-        "NUM_PROCESSES": f"JAX_NUM_PROCESSES={args['num_nodes']} (v1: NUM_PROCESSES, the same count)",
-        "PROCESS_ID": "JAX_PROCESS_ID, each pod's index (v1: PROCESS_ID, the same values)",
+        "COORDINATOR_ADDRESS": f"{coordinator} (v1: {name}-worker-0, the Service name without the subdomain)",
+        "COORDINATOR_PORT": f"{port}, the job's coordinator port (v1: {ports['Worker']}, the workers' "
+                            f"{KINDS['JAXJob'].port_name})",
+        ", ".join(jax.RESERVED_ENV): "added by the JAX runtime (Kubeflow Trainer v2's names: the same count "
+                                     f"and index, and JAX_COORDINATOR_ADDRESS={coordinator}:{port}, which "
+                                     "jax.distributed.initialize() reads by itself); v1 did not set them",
     }.items():
         findings.note(f"env {variable}", message)
 
@@ -275,6 +332,7 @@ def _mpi(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, a
             fields.pop("args", None)
         if key == "launcher":
             entrypoint_command(fields, findings, where)
+            note_host_discovery(fields, name, findings, f"{where}.command")
         if "resources_per_node" in fields:
             fields["resources"] = fields.pop("resources_per_node")
         scheduler = fields.pop("scheduler_name", None)
@@ -282,6 +340,9 @@ def _mpi(spec: dict[str, Any], replicas: dict[str, dict[str, Any]], name: str, a
             findings.cannot(f"{path}.spec.schedulerName", "the launcher and workers name different schedulers")
         for target, values in pods.overrides.items():
             findings.cannot(path, f"{target.replace('_', ' ')} of an MPI role ({', '.join(values)})")
+        limits = (fields.get("resources") or {}).get("limits") or {}
+        if key == "launcher" and not any("gpu" in str(resource) for resource in limits):   # v1's isGPULauncher
+            launcher_off_gpus(fields, findings, f"{where}.env", "a launcher without GPU limits")
         runtime[key] = fields
     workers = replicas.get("Worker", {}).get("replicas", 0) if "Worker" in replicas else 0
     require(workers >= 1, "spec.mpiReplicaSpecs.Worker: no MPI host (no worker)")
@@ -336,7 +397,8 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
         master = replicas.get("Master")
         require(master is None or master.get("replicas", 1) == 1, f"{(master or {}).get('_path')}.replicas: must be 1")
         templates = {role: _pods(replica, kind, findings, kind.container) for role, replica in replicas.items()}
-        template, port = templates.get("Master") or templates["Worker"]
+        ports = {role: port for role, (_, port) in templates.items()}
+        template = (templates.get("Master") or templates["Worker"])[0]
         if len(templates) == 2:   # one template for the one indexed set: where they differ, the workers'
             template = same_template(templates["Master"][0], templates["Worker"][0], findings,
                                      f"{replicas['Worker']['_path']}.template")
@@ -347,10 +409,10 @@ def import_v1(document: dict[str, Any], findings: Findings) -> tuple[str, str, d
         args["num_nodes"] = sum(replica.get("replicas", 1) for replica in replicas.values())
         _unbuffered(args, findings, "env")
         if document["kind"] == "PyTorchJob":
-            _torch(spec, replicas, name, args, port, findings)
+            _torch(spec, replicas, name, args, ports, findings)
         elif document["kind"] == "XGBoostJob":
-            _xgboost(name, args, port, findings)
+            _xgboost(name, replicas, args, ports, findings)
         else:
-            _jax(name, args, port, findings)
+            _jax(name, args, ports, findings)
     run_policy_arguments(spec.get("runPolicy") or {}, args, findings, CONTROLLER, "training-operator")
     return kind.component, name, args
