@@ -41,6 +41,7 @@ def test_a_node_range_renders_torchruns_min_max_on_a_job_made_for_the_most_pods(
         "PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "1", "PET_RDZV_BACKEND": "c10d",
         "PET_RDZV_ENDPOINT": "train-node-0-0.train:29500", "PET_RDZV_ID": "train", "PET_MAX_RESTARTS": "7"}
     assert "PET_NODE_RANK" not in env
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"   # a pod that joins a later round finds its store
     assert "kueue.x-k8s.io/job-min-parallelism" not in job["metadata"].get("annotations", {})
 
 
@@ -59,6 +60,17 @@ def test_torchrun_restarts_are_sized_for_the_pods_the_job_may_lose(low, high, re
 def test_the_jobs_own_torchrun_restarts_win():
     env = env_of(job_of({**ELASTIC, "env": {"PET_MAX_RESTARTS": "50"}}))
     assert env["PET_MAX_RESTARTS"] == "50"
+
+
+def test_the_store_of_each_round_is_derived_for_c10d_only_and_reserved():
+    # A fixed-size c10d job's replaced pod joins a later round as a grown job's new pod does.
+    assert env_of(job_of({"num_nodes": 2, "rendezvous": "c10d"}))["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env_of(job_of({"num_nodes": 2}))
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env_of(job_of({"num_nodes": 2, "torchrun": False}))
+    assert problems({**ELASTIC, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}}) == {"env": (
+        "must not have reserved envs, invalid envs configured: [TORCH_DISABLE_SHARE_RDZV_TCP_STORE]. "
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE comes from rendezvous c10d (1: each rendezvous round gives the workers "
+        "a store of its own, which pods that join later find)")}
 
 
 def test_a_fixed_size_job_is_unchanged():
