@@ -29,6 +29,17 @@ def test_an_elastic_job_grows_and_shrinks_while_it_trains_and_resumes_from_its_c
     assert resizes == ["resizing Job ela-node-0: 2 -> 3 pod(s) (run-local --resize)",
                        "resizing Job ela-node-0: 3 -> 4 pod(s) (run-local --resize)",
                        "resizing Job ela-node-0: 4 -> 2 pod(s) (run-local --resize)"]
+    # The shrink is said once; the removed pods' SignalException and the lost peers of the pods that remain
+    # (after a shrink, and after a growth when an agent restarts its worker first) stay in the logs.
+    removed = [p for p in run.pods() if p["phase"] == "Stopped"]
+    lines = run.output.splitlines()
+    shrink = lines.index("resizing Job ela-node-0: 4 -> 2 pod(s) (run-local --resize)")
+    assert lines[shrink + 1] == (f"  the shrink stops pod(s) {removed[1]['name']}, {removed[0]['name']}: their "
+                                 "output, and the lost-peer errors of the pods that remain, go to the logs only")
+    for hidden in ("SignalException", "Connection closed by peer", "Traceback"):
+        assert not run.lines(hidden), run.output
+        assert any(hidden in open(log).read() for p in removed + run.pods("Succeeded") for log in p["logs"].values())
+    assert "lines of pods a shrink removed" in run.output and "lines of lost-peer errors after a resize" in run.output
 
     # Every rendezvous round: the nodes torchrun formed the world of, and the step it resumed from. (A slow
     # agent may miss a round and make one more of the same size: the sizes in turn are what counts.)
