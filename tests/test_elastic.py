@@ -39,7 +39,8 @@ def test_a_node_range_renders_torchruns_min_max_on_a_job_made_for_the_most_pods(
     env = env_of(job)
     assert {k: v for k, v in env.items() if k.startswith("PET_")} == {
         "PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "1", "PET_RDZV_BACKEND": "c10d",
-        "PET_RDZV_ENDPOINT": "train-node-0-0.train:29500", "PET_RDZV_ID": "train", "PET_MAX_RESTARTS": "7"}
+        "PET_RDZV_ENDPOINT": "train-node-0-0.train:29500", "PET_RDZV_ID": "train", "PET_MAX_RESTARTS": "7",
+        "PET_RDZV_CONF": "last_call_timeout=30"}   # torchrun's default, shown: each resize idles that long
     assert "PET_NODE_RANK" not in env
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"   # a pod that joins a later round finds its store
     # The Job says the most pods; the fewest, for every tool that counts them:
@@ -63,6 +64,11 @@ def test_the_jobs_own_torchrun_restarts_win():
     assert env["PET_MAX_RESTARTS"] == "50"
 
 
+def test_the_jobs_own_rendezvous_configuration_wins():
+    env = env_of(job_of({**ELASTIC, "env": {"PET_RDZV_CONF": "last_call_timeout=10,join_timeout=900"}}))
+    assert env["PET_RDZV_CONF"] == "last_call_timeout=10,join_timeout=900"
+
+
 def test_the_store_of_each_round_is_derived_for_c10d_only_and_reserved():
     # A fixed-size c10d job's replaced pod joins a later round as a grown job's new pod does.
     assert env_of(job_of({"num_nodes": 2, "rendezvous": "c10d"}))["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
@@ -76,7 +82,7 @@ def test_the_store_of_each_round_is_derived_for_c10d_only_and_reserved():
 
 def test_a_fixed_size_job_is_unchanged():
     env = env_of(job_of({"num_nodes": 4, "rendezvous": "c10d"}))
-    assert env["PET_NNODES"] == "4" and "PET_MAX_RESTARTS" not in env
+    assert env["PET_NNODES"] == "4" and "PET_MAX_RESTARTS" not in env and "PET_RDZV_CONF" not in env
 
 
 def test_under_kueue_the_job_is_admitted_in_part_by_default():

@@ -27,6 +27,9 @@ ROLE = "node"
 TRAINER_PORT = 29500
 # torchrun restarts an elastic job keeps for failures that are not membership changes.
 ELASTIC_SPARE_RESTARTS = 3
+# Seconds a rendezvous round with the fewest nodes waits for more (torchrun's default): each resize idles
+# the job that long, so an elastic job shows it, in the rendezvous configuration its env may set instead.
+LAST_CALL_TIMEOUT = 30
 
 
 class TorchRuntime(TrainingRuntime):
@@ -176,8 +179,8 @@ def elastic_max_restarts(args: TorchTrainJobArgs) -> int:
 
 def torch_env(name: str, args: TorchTrainJobArgs, nproc: str, user_env: set[str] = frozenset()) -> list[dict[str, Any]]:
     """PET_* for torchrun (with c10d also C10D_ENV); or, with `torchrun: false`, the plain env:// variables of
-    one process per pod. An elastic job (min_nodes) gets PET_NNODES=MIN:MAX and PET_MAX_RESTARTS unless
-    `user_env` sets it."""
+    one process per pod. An elastic job (min_nodes) gets PET_NNODES=MIN:MAX, and PET_MAX_RESTARTS and
+    PET_RDZV_CONF unless `user_env` sets them."""
     if not args.torchrun:
         return [
             {"name": "MASTER_ADDR", "value": master_addr(name)},
@@ -198,6 +201,8 @@ def torch_env(name: str, args: TorchTrainJobArgs, nproc: str, user_env: set[str]
     ]
     if args.min_nodes is not None and "PET_MAX_RESTARTS" not in user_env:
         env.append({"name": "PET_MAX_RESTARTS", "value": str(elastic_max_restarts(args))})
+    if args.min_nodes is not None and "PET_RDZV_CONF" not in user_env:
+        env.append({"name": "PET_RDZV_CONF", "value": f"last_call_timeout={LAST_CALL_TIMEOUT}"})
     return env
 
 
