@@ -39,9 +39,12 @@ def test_a_node_range_renders_torchruns_min_max_on_a_job_made_for_the_most_pods(
     env = env_of(job)
     assert {k: v for k, v in env.items() if k.startswith("PET_")} == {
         "PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "1", "PET_RDZV_BACKEND": "c10d",
-        "PET_RDZV_ENDPOINT": "train-node-0-0.train:29500", "PET_RDZV_ID": "train", "PET_MAX_RESTARTS": "7"}
+        "PET_RDZV_ENDPOINT": "train-node-0-0.train:29500", "PET_RDZV_ID": "train", "PET_MAX_RESTARTS": "7",
+        "PET_RDZV_CONF": "last_call_timeout=30"}   # torchrun's default, shown: each resize idles that long
     assert "PET_NODE_RANK" not in env
-    assert "kueue.x-k8s.io/job-min-parallelism" not in job["metadata"].get("annotations", {})
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"   # a pod that joins a later round finds its store
+    # The Job says the most pods; the fewest, for every tool that counts them:
+    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainjobs.io/min-pods": "2"}
 
 
 def test_the_same_range_in_every_shape_renders_the_same_job():
@@ -61,16 +64,32 @@ def test_the_jobs_own_torchrun_restarts_win():
     assert env["PET_MAX_RESTARTS"] == "50"
 
 
+def test_the_jobs_own_rendezvous_configuration_wins():
+    env = env_of(job_of({**ELASTIC, "env": {"PET_RDZV_CONF": "last_call_timeout=10,join_timeout=900"}}))
+    assert env["PET_RDZV_CONF"] == "last_call_timeout=10,join_timeout=900"
+
+
+def test_the_store_of_each_round_is_derived_for_c10d_only_and_reserved():
+    # A fixed-size c10d job's replaced pod joins a later round as a grown job's new pod does.
+    assert env_of(job_of({"num_nodes": 2, "rendezvous": "c10d"}))["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env_of(job_of({"num_nodes": 2}))
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env_of(job_of({"num_nodes": 2, "torchrun": False}))
+    assert problems({**ELASTIC, "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}}) == {"env": (
+        "must not have reserved envs, invalid envs configured: [TORCH_DISABLE_SHARE_RDZV_TCP_STORE]. "
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE comes from rendezvous c10d (1: each rendezvous round gives the workers "
+        "a store of its own, which pods that join later find)")}
+
+
 def test_a_fixed_size_job_is_unchanged():
     env = env_of(job_of({"num_nodes": 4, "rendezvous": "c10d"}))
-    assert env["PET_NNODES"] == "4" and "PET_MAX_RESTARTS" not in env
+    assert env["PET_NNODES"] == "4" and "PET_MAX_RESTARTS" not in env and "PET_RDZV_CONF" not in env
 
 
 def test_under_kueue_the_job_is_admitted_in_part_by_default():
     job = job_of({**ELASTIC, **KUEUE})
     assert job["metadata"]["annotations"] == {
         "pulumi.com/skipAwait": "true", "kueue.x-k8s.io/job-min-parallelism": "2",
-        "kueue.x-k8s.io/job-completions-equal-parallelism": "true"}
+        "kueue.x-k8s.io/job-completions-equal-parallelism": "true", "trainjobs.io/min-pods": "2"}
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team"
     # Kueue marks the Job, not its pods.
     assert not any(k.startswith("kueue.") for k in job["spec"]["template"]["metadata"].get("annotations", {}))
@@ -169,4 +188,23 @@ def test_explain_shows_the_range_and_no_fixed_rank(tmp_path, capsys):
     assert main(["explain", str(program), "--job", "ela"]) == 0
     out = capsys.readouterr().out
     assert out.count("PET_NNODES=2:4") == 4 and "PET_NODE_RANK" not in out
+    assert out.count("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1") == 4
     assert "pod ela-node-0-3  (Job ela-node-0, index 3)" in out
+    assert "Job ela-node-0: 2–4 pods, each requests nothing; in all nothing" in out
+
+
+@pytest.mark.parametrize("backend", ["jobs", "jobset"])
+def test_the_tree_and_the_summary_count_a_range_of_pods(tmp_path, backend):
+    program = tmp_path / "__main__.py"
+    program.write_text("from trainjobs import TorchTrainJob\n"
+                       f"TorchTrainJob('ela', {{**{ELASTIC!r}, 'backend': {backend!r}, 'image': 'img:1'}})\n"
+                       "TorchTrainJob('fixed', {'num_nodes': 3, 'image': 'img:1'})\n")
+    (tmp_path / "Pulumi.yaml").write_text("name: ela\nruntime: python\n")
+    assert main(["render", str(program), "--stack", "dev", "--out", str(tmp_path / "out")]) == 0
+    tree = (tmp_path / "out" / "tree.txt").read_text().splitlines()
+    holder = "Job ela-node-0  (2–4 pods" if backend == "jobs" else "JobSet ela  (ela-node-0: 2–4 pods"
+    assert [line for line in tree if "pods" in line and "ela" in line][0].split("─ ", 1)[1].startswith(holder)
+    assert any("Job fixed-node-0  (3 pods, " in line for line in tree)
+    assert tree[-1] == "Stack requests: nothing in 5–7 pods"
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "2 jobs: 5–7 pods." in summary and "\n2–4 pods\n" in summary and "\n3 pods\n" in summary

@@ -839,6 +839,12 @@ def test_an_elastic_pytorchjobs_notes_give_the_rendezvous_it_gets_and_v1s_auto_p
         assert not {"PET_MASTER_ADDR", "PET_NODE_RANK", "MASTER_ADDR", "RANK"} & set(view.containers[0].env)
 
 
+def test_an_imported_elastic_policy_gets_the_store_a_growing_job_needs():
+    """v1 left TORCH_DISABLE_SHARE_RDZV_TCP_STORE to the user; without it a grown job's new pod never starts."""
+    [job] = imported("v1-pytorch-elastic.yaml")
+    assert {v.containers[0].env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] for v in pods(objects_of(job), "echo-node-0")} == {"1"}
+
+
 def test_what_an_elastic_policy_cannot_carry_is_named():
     [pytorchjob] = source("v1-pytorch-elastic.yaml")
     pytorchjob["spec"]["elasticPolicy"].update(rdzvBackend="etcd", metrics=[{"type": "Resource"}])

@@ -142,7 +142,8 @@ def test_c10d_rendezvous_env():
     _, node = job_container(plan)
     assert env_of(node) == {
         "PET_NNODES": "3", "PET_NPROC_PER_NODE": "1",
-        "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "demo-node-0-0.demo:29500", "PET_RDZV_ID": "demo"}
+        "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "demo-node-0-0.demo:29500", "PET_RDZV_ID": "demo",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 def test_pod_defaults_and_pass_through_settings():

@@ -5,18 +5,16 @@ xgboost in this environment. Without them the tests are skipped with the reason,
 (`CI=true`), where a missing prerequisite fails them: CI must really run them. `make test` installs
 what they need.
 
-After each test the machine must hold no network namespace, link, /etc/netns entry, run state or
-pod process that was not there before. Under parallel workers (`pytest -n`), they all run in one
-worker, one after another (tests/conftest.py). The suite's own duration is reported at the end of
-the run (tests/conftest.py).
+After each test, the runs it started must hold no network namespace, link, /etc/netns entry, run
+state or pod process on the machine; what other runs hold is not the test's. Under parallel workers
+(`pytest -n`), they all run in one worker, one after another (tests/conftest.py). The suite's own
+duration is reported at the end of the run (tests/conftest.py).
 """
 
 import importlib.util
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -58,31 +56,6 @@ def xgboost_ready(host_ready) -> None:
         _unavailable(f"xgboost is not installed in {sys.prefix}: pip install -e '.[e2e]' (`make test` does)")
 
 
-def _host_state() -> dict:
-    def lines(*cmd: str) -> list[str]:
-        return sorted(subprocess.run(cmd, capture_output=True, text=True).stdout.split("\n"))
-
-    def listing(path: str) -> list[str] | None:
-        return sorted(os.listdir(path)) if os.path.isdir(path) else None
-
-    holders = []
-    for pid in os.listdir("/proc"):
-        try:
-            if pid.isdigit() and b"localrun/_holder.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                holders.append(pid)
-        except OSError:
-            pass
-    return {
-        "network namespaces": lines("ip", "netns", "list"),
-        "links": sorted(line.split(":")[1].split("@")[0].strip() for line in lines("ip", "-o", "link", "show")
-                        if ":" in line),
-        "/etc/netns": listing("/etc/netns"),
-        "/run/trainjobs": listing("/run/trainjobs"),
-        "/run/netns": listing("/run/netns"),
-        "pod holder processes": holders,
-    }
-
-
 def _remove_leftovers_of_dead_runs() -> list[str]:
     """The networks and pod processes of runs whose run-local is gone (killed, or a crashed session)."""
     from trainjobs.localrun.network import sweep_stale
@@ -92,32 +65,24 @@ def _remove_leftovers_of_dead_runs() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def leaves_nothing_behind(host_ready):
-    """Every test starts on a machine without leftovers of earlier runs, and leaves none.
+    """Every test starts on a machine without leftovers of earlier runs, and its own runs leave none.
 
     Before the test, what runs that are gone left behind is removed. After it, runs the test started
-    and did not wait for are interrupted (they clean up after themselves); then nothing may be on the
-    host that was not there before the test (what another run on the machine removes meanwhile is its
-    own). If something is, the leftovers are removed so that they cannot fail the next test, and this
-    test fails naming them.
+    and did not wait for are interrupted (they clean up after themselves); then the runs the test
+    started may hold nothing on the host (`e2e_support.leftovers`): what other runs on the machine
+    hold is theirs, never this test's. If they do, the leftovers are removed so that they cannot fail
+    the next test, and this test fails naming them.
     """
-    from e2e_support import CLEANUP_MARGIN, scaled, stop_started
+    from e2e_support import CLEANUP_MARGIN, RUN_DIRS, leftovers, scaled, stop_started
 
     _remove_leftovers_of_dead_runs()
-    before = _host_state()
+    RUN_DIRS.clear()
     yield
     unfinished = stop_started()
     deadline = time.monotonic() + scaled(CLEANUP_MARGIN)  # a bound for a hang, on a busy machine
-    after = _host_state()
-    while _appeared(before, after) and time.monotonic() < deadline:
+    while (left := leftovers(RUN_DIRS)) and time.monotonic() < deadline:
         time.sleep(0.2)
-        after = _host_state()
-    left = _appeared(before, after)
     if left:
         _remove_leftovers_of_dead_runs()
+    RUN_DIRS.clear()
     assert not unfinished and not left, f"left behind: runs {unfinished}, on the host: {left}"
-
-
-def _appeared(before: dict, after: dict) -> dict[str, list[str]]:
-    """Per kind of host object, what exists now that did not before (a directory that is gone counts as empty)."""
-    new = {key: sorted(set(after[key] or []) - set(before[key] or [])) for key in before}
-    return {key: names for key, names in new.items() if names}

@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import pytest
 
@@ -80,10 +81,12 @@ def start_local(program: Path | str, *args: str, run_dir: Path, limit: float = D
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=new_session)
     STARTED.append(process)
+    RUN_DIRS.append(run_dir)
     return process
 
 
 STARTED: list[subprocess.Popen] = []  # this test's runs, which `stop_started` ends if the test did not
+RUN_DIRS: list[Path] = []  # where this test's runs keep their logs: each names its run (`trainjobs-<prefix>`)
 
 
 def stop_started() -> list[str]:
@@ -110,3 +113,32 @@ def run_local(program: Path | str, *args: str, run_dir: Path, limit: float = DEF
     started = time.monotonic()
     process = start_local(program, *args, run_dir=run_dir, limit=limit, python_prelude=python_prelude)
     return finish(process, started, run_dir, limit)
+
+
+def run_prefixes(run_dirs: Iterable[Path]) -> tuple[str, ...]:
+    """The prefixes (`tj-<6 hex>`) of the runs whose directories are in `run_dirs`: each names all its run makes."""
+    return tuple(sorted({d.name.removeprefix("trainjobs-") for r in run_dirs for d in Path(r).glob("trainjobs-tj-*")}))
+
+
+def leftovers(run_dirs: Iterable[Path]) -> dict[str, list[str]]:
+    """What the runs kept in `run_dirs` still hold on the host, per kind: network namespaces, links, /etc/netns
+    entries and run state named by their prefixes, and pod holder processes whose stderr is one of their logs.
+    Other runs on the machine (someone else's run-local, another test run) are not looked at."""
+    run_dirs = [Path(r).resolve() for r in run_dirs]
+    prefixes = run_prefixes(run_dirs)
+
+    def own(path: str) -> list[str]:
+        return sorted(name for name in (os.listdir(path) if os.path.isdir(path) else []) if name.startswith(prefixes))
+
+    holders = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if b"localrun/_holder.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                stderr = Path(os.readlink(f"/proc/{pid}/fd/2"))
+                if any(stderr.is_relative_to(r) for r in run_dirs):
+                    holders.append(f"{pid} ({stderr})")
+        except OSError:
+            pass
+    found = {"network namespaces": own("/run/netns"), "links": own("/sys/class/net"), "/etc/netns": own("/etc/netns"),
+             "/run/trainjobs": own("/run/trainjobs"), "pod holder processes": holders}
+    return {kind: names for kind, names in found.items() if names}

@@ -9,6 +9,10 @@ class Pod:
         self.index, self.phase, self.reason = index, phase, "container node exited 1"
         self.spec = type("Spec", (), {"name": f"p-{index}"})()
         self.stopped_because = None
+        self.resized = None   # after a resize: "removed" or "kept"
+
+    def after_resize(self, removed):
+        self.resized = "removed" if removed else "kept"
 
     def terminate(self, reason, now):
         self.phase, self.stopped_because = "Stopped", reason

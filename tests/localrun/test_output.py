@@ -1,7 +1,7 @@
 """What run-local's console leaves out of the containers' output by default."""
 
 from trainjobs.localrun.jobs import Console, Echo
-from trainjobs.localrun.output import HARMLESS, SSHD, Filter, left_out
+from trainjobs.localrun.output import HARMLESS, LOST_PEERS, REMOVED, SSHD, Filter, left_out
 
 LEFT_OUT = [
     "Server listening on 0.0.0.0 port 2222.",
@@ -68,3 +68,51 @@ def test_torchruns_lost_store_at_its_exit_barrier_is_hidden_as_a_whole():
     # The same lost connection anywhere else is a real problem: every line is shown.
     lost = [LOST_STORE, *FRAMES, AGENT + "Traceback (most recent call last):"]
     assert list(Filter().lines(lost)) == [(line, None) for line in lost]
+
+
+REMOVED_POD = [
+    "W1127 21:03:29.817000 3 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, shutting down workers",
+    "Traceback (most recent call last):",
+    '  File "/opt/venv/bin/torchrun", line 8, in <module>',
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 3 got signal: 15",
+]
+LOST_PEER = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/opt/e2e/train.py", line 45, in <module>',
+    "[rank1]:     dist.all_reduce(contribution)",
+    "[rank1]:            ^^^^^^^^^^^^^^^^^^^^^",
+    "[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
+    "by peer [10.105.217.4]:49872. This is typically caused by a remote worker crashing.",
+    "E1127 21:03:33.101000 3 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 "
+    "(pid: 18) of binary: /opt/venv/bin/python",
+]
+RESTART = "W1127 21:03:33.822000 3 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 21 closing signal SIGTERM"
+
+
+def test_after_a_resize_a_removed_pods_output_and_the_remaining_pods_lost_peers_are_left_out():
+    removed = Filter()
+    assert list(removed.lines(["E2E-RANK rank 2 of 4 on pod 2"])) == [("E2E-RANK rank 2 of 4 on pod 2", None)]
+    removed.after_resize(removed=True)
+    assert list(removed.lines(REMOVED_POD)) == [(line, REMOVED) for line in REMOVED_POD]
+
+    left = Filter()
+    left.after_resize(removed=False)
+    seen = list(left.lines([*LOST_PEER, RESTART, "E2E-START round 4", *LOST_PEER]))
+    # Until the workers of the next round print, then every line is shown again.
+    assert seen == [*[(line, LOST_PEERS) for line in LOST_PEER], (RESTART, None), ("E2E-START round 4", None),
+                    *[(line, None) for line in LOST_PEER]]
+
+
+def test_after_a_resize_another_error_is_shown():
+    other = [*LOST_PEER[:4], "[rank1]: RuntimeError: CUDA error: out of memory"]
+    left = Filter()
+    left.after_resize(removed=False)
+    assert list(left.lines(other)) == [(line, None) for line in other]
+    shown: list[str] = []
+    echo = Echo(Console(shown.append), verbose=False)
+    quiet = Filter()
+    quiet.after_resize(removed=False)
+    for line, kind in quiet.lines(LOST_PEER):
+        echo("[pod] ", line, kind)
+    assert shown == [] and echo.note() == ("(left out: 6 lines of lost-peer errors after a resize; --verbose shows "
+                                           "them, the logs have every line)")

@@ -29,11 +29,13 @@ def test_growing_starts_the_new_indexes_and_shrinking_removes_the_highest_withou
     resolve([Admission.parse("j-node-0=2")], [], [job])
     run = JobRun(job)
     pods = start_all(run)
-    run.resize(3, 1.0)
+    assert run.resize(3, 1.0) == []
+    assert [p.resized for p in pods.values()] == ["kept", "kept"]
     pods.update(start_all(run, 1.0))
     assert sorted(pods) == [0, 1, 2]
-    run.resize(2, 2.0)
+    assert run.resize(2, 2.0) == [pods[2]]
     assert pods[2].stopped_because == "removed: Job scaled down to 2 pod(s)"
+    assert [p.resized for p in pods.values()] == ["kept", "kept", "removed"]
     assert sorted(run.active) == [0, 1] and run.failures == 0 and not run.state
     for index in (0, 1):
         pods[index].phase = "Succeeded"

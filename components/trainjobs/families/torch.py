@@ -27,6 +27,9 @@ ROLE = "node"
 TRAINER_PORT = 29500
 # torchrun restarts an elastic job keeps for failures that are not membership changes.
 ELASTIC_SPARE_RESTARTS = 3
+# Seconds a rendezvous round with the fewest nodes waits for more (torchrun's default): each resize idles
+# the job that long, so an elastic job shows it, in the rendezvous configuration its env may set instead.
+LAST_CALL_TIMEOUT = 30
 
 
 class TorchRuntime(TrainingRuntime):
@@ -69,7 +72,8 @@ class TorchTrainJobArgs(TrainJobArgs):
     (torchrun counts them), else the pod's CPU request (or limit) rounded up, else 1."""
     rendezvous: Optional[Rendezvous] = Rendezvous.STATIC.value
     """"static": PET_MASTER_ADDR and PET_MASTER_PORT, as Kubeflow. "c10d": PET_RDZV_BACKEND=c10d,
-    PET_RDZV_ENDPOINT=N-node-0-0.N:29500 and PET_RDZV_ID=N; ranks are assigned by join order."""
+    PET_RDZV_ENDPOINT=N-node-0-0.N:29500, PET_RDZV_ID=N and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (so a
+    replaced or added pod can join); ranks are assigned by join order."""
     torchrun: Optional[bool] = True
     """False runs one process per pod without torchrun (as training-operator v1 and Volcano): MASTER_ADDR,
     MASTER_PORT, WORLD_SIZE (training pods only, never extra roles) and RANK from the completion index;
@@ -116,6 +120,12 @@ PET_ENV = {
     "PET_RDZV_ENDPOINT": "the job's rendezvous and name",
     "PET_RDZV_ID": "the job name",
 }
+# torchrun's c10d agents hand their workers the store of the first rendezvous round they joined, and an
+# agent that keeps it never publishes a later round's store address: a pod that joins later (a replacement,
+# or one an elastic job grows by) waits for it until its workers time out. With this each round has its own.
+OWN_STORE_PER_ROUND = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+C10D_ENV = {OWN_STORE_PER_ROUND: "rendezvous c10d (1: each rendezvous round gives the workers a store of its "
+                                 "own, which pods that join later find)"}
 PROCESS_PER_POD_ENV = {
     "MASTER_ADDR": "the job name (pod 0 of the node Job)",
     "MASTER_PORT": f"the trainer port {TRAINER_PORT}",
@@ -168,8 +178,9 @@ def elastic_max_restarts(args: TorchTrainJobArgs) -> int:
 
 
 def torch_env(name: str, args: TorchTrainJobArgs, nproc: str, user_env: set[str] = frozenset()) -> list[dict[str, Any]]:
-    """PET_* for torchrun; or, with `torchrun: false`, the plain env:// variables of one process per pod.
-    An elastic job (min_nodes) gets PET_NNODES=MIN:MAX and PET_MAX_RESTARTS unless `user_env` sets it."""
+    """PET_* for torchrun (with c10d also C10D_ENV); or, with `torchrun: false`, the plain env:// variables of
+    one process per pod. An elastic job (min_nodes) gets PET_NNODES=MIN:MAX, and PET_MAX_RESTARTS and
+    PET_RDZV_CONF unless `user_env` sets them."""
     if not args.torchrun:
         return [
             {"name": "MASTER_ADDR", "value": master_addr(name)},
@@ -186,9 +197,12 @@ def torch_env(name: str, args: TorchTrainJobArgs, nproc: str, user_env: set[str]
         {"name": "PET_RDZV_BACKEND", "value": "c10d"},
         {"name": "PET_RDZV_ENDPOINT", "value": f"{master_addr(name)}:{TRAINER_PORT}"},
         {"name": "PET_RDZV_ID", "value": name},
+        {"name": OWN_STORE_PER_ROUND, "value": "1"},
     ]
     if args.min_nodes is not None and "PET_MAX_RESTARTS" not in user_env:
         env.append({"name": "PET_MAX_RESTARTS", "value": str(elastic_max_restarts(args))})
+    if args.min_nodes is not None and "PET_RDZV_CONF" not in user_env:
+        env.append({"name": "PET_RDZV_CONF", "value": f"last_call_timeout={LAST_CALL_TIMEOUT}"})
     return env
 
 
@@ -217,7 +231,7 @@ class TorchFamily(Family):
     component = "TorchTrainJob"
     args_type = TorchTrainJobArgs
     outputs_type = TorchOutputs
-    reserved_env = {**PET_ENV, **PROCESS_PER_POD_ENV}
+    reserved_env = {**PET_ENV, **C10D_ENV, **PROCESS_PER_POD_ENV}
 
     def roles(self, job: Derivation) -> list[TrainingRole]:
         name, args = job.name, job.args

@@ -10,6 +10,9 @@ LABEL_JOB = "trainjobs.io/job-name"
 LABEL_ROLE = "trainjobs.io/role"
 LABEL_RUN = "trainjobs.io/run"
 RESERVED_LABELS = (LABEL_JOB, LABEL_ROLE, LABEL_RUN)
+# On the object that holds an elastic job's training pods: the fewest it trains with (min_nodes), where the
+# object itself says only the most; every tool that counts pods reads it.
+MIN_PODS = "trainjobs.io/min-pods"
 COMPLETION_INDEX_FIELD = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"

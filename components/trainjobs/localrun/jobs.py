@@ -162,6 +162,11 @@ class PodRun:
             self.stop_deadline = now + self.spec.grace_seconds + 1.0
             self.sandbox.begin_stop()
 
+    def after_resize(self, removed: bool) -> None:
+        """What a resize makes the pod print goes to its logs only (`output.Filter.after_resize`)."""
+        for container in self.sandbox.containers:
+            container.pump.filter.after_resize(removed)
+
     def terminate(self, reason: str, now: float) -> None:
         """Stopped from outside (Job failed, timeout, Ctrl-C): SIGTERM now, SIGKILL after the grace period."""
         if self.done:
@@ -241,19 +246,22 @@ class JobRun:
                 self.pending.remove(index)
         return chosen
 
-    def resize(self, pods: int, now: float) -> None:
+    def resize(self, pods: int, now: float) -> list["PodRun"]:
         """`parallelism` and `completions` set to `pods` while it runs (an elastic Indexed Job): new indexes get
-        pods; the pods of indexes past `pods` are removed (stopped, neither failed nor succeeded)."""
+        pods; the pods of indexes past `pods` are removed (stopped, neither failed nor succeeded), and returned."""
         before = self.spec.completions
         self.spec.completions = self.spec.parallelism = pods
         self.pending.extend(i for i in range(before, pods) if i not in self.succeeded and i not in self.pending)
-        for index in sorted(self.active, reverse=True):   # the controller removes the highest indexes first
-            if index >= pods:
-                self.active.pop(index).terminate(f"removed: Job scaled down to {pods} pod(s)", now)
+        removed = [self.active[i] for i in sorted(self.active, reverse=True) if i >= pods]  # highest indexes first
+        for pod in self.active.values():   # before the signal: what it makes them print goes to their logs only
+            pod.after_resize(removed=pod in removed)
+        for pod in removed:
+            self.active.pop(pod.index).terminate(f"removed: Job scaled down to {pods} pod(s)", now)
         self.pending = deque(i for i in self.pending if i < pods)
         self.succeeded = {i for i in self.succeeded if i < pods}
         self.retry_at = {i: at for i, at in self.retry_at.items() if i < pods}
         self._check_indexes(now)
+        return removed
 
     def pod_finished(self, pod: PodRun, now: float) -> None:
         self.active.pop(pod.index, None)

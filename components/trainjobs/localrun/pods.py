@@ -131,9 +131,10 @@ class LogPump(threading.Thread):
         super().__init__(daemon=True)
         self.stream, self.log_path, self.prefix, self.echo = stream, log_path, prefix, echo
         self.last = ""
+        self.filter = Filter()
 
     def run(self) -> None:
-        lines = Filter()
+        lines = self.filter
         with open(self.log_path, "ab") as log:
             for line in iter(self.stream.readline, b""):
                 log.write(line)

@@ -260,7 +260,11 @@ class LocalRun:
                 queue[0].done = True
                 self.console(f"resizing Job {job.name}: {job.spec.completions} -> {queue[0].pods} pod(s) "
                              "(run-local --resize)")
-                job.resize(queue[0].pods, now)
+                removed = job.resize(queue[0].pods, now)
+                if removed:
+                    names = ", ".join(p.spec.name for p in removed)
+                    self.console(f"  the shrink stops pod(s) {names}: their output, and the lost-peer errors of the "
+                                 "pods that remain, go to the logs only")
                 if len(queue) > 1:
                     queue[1].arm(self._main_logs(job, every_pod=True))
 

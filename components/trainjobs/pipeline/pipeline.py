@@ -25,7 +25,7 @@ from trainjobs.pipeline.overrides import apply_overrides, check_overrides
 from trainjobs.core.podsets import COMPLETE, INITIALIZER_ROLES, READY, PodSetSpec, StartAfter, Workload
 from trainjobs.pipeline.profile import apply_profile, from_profile
 from trainjobs.kube import apivalidation
-from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, RESERVED_LABELS, SERVICE_ROLE
+from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, LABEL_RUN, MIN_PODS, RESERVED_LABELS, SERVICE_ROLE
 from trainjobs.kube.naming import rfc1035_label_problem
 from trainjobs.backends import total_requests
 from trainjobs.kube.templates import upsert
@@ -165,7 +165,7 @@ def _plan(family: Family, job: Derivation, roles: list[TrainingRole], outputs: J
 
 def _training_pod_sets(job: Derivation, roles: list[TrainingRole], setup: InitializerSetup) -> list[PodSetSpec]:
     """The family's roles as pod sets: the gang, started after the initializers complete (and after the
-    role a family names, once its pods are ready), with the override fields."""
+    role a family names, once its pods are ready), with the override fields and an elastic job's fewest pods."""
     name, args, runtime = job.name, job.args, job.runtime
     initialized = tuple(StartAfter(p.role, COMPLETE) for p in setup.pod_sets)
     pod_sets = []
@@ -183,6 +183,8 @@ def _training_pod_sets(job: Derivation, roles: list[TrainingRole], setup: Initia
                            init_containers=waits, dns_config=r.dns_config, starts_after=initialized + after,
                            gang=True, completes_job=r.completes_job, placement=args.placement)
         apply_overrides(training, args)
+        if args.min_nodes is not None:
+            training.annotations[MIN_PODS] = str(args.min_nodes)
         pod_sets.append(training)
     return pod_sets
 

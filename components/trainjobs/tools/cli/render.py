@@ -23,7 +23,7 @@ from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.podview import MountedFile, ObjectIndex, PodView, pod_view
 from trainjobs.tools.engine import StackResult
 from trainjobs.tools.cli.runs import run_changes
-from trainjobs.tools.cli.summary import SUMMARY_FILE, Changes, pods_text, sort_key, summary
+from trainjobs.tools.cli.summary import SUMMARY_FILE, Changes, fewest_pods, pods_text, sort_key, summary
 
 MARKER = ".trainjobs-render"
 RANKS_FILE = "ranks.txt"
@@ -209,8 +209,8 @@ def tree(result: StackResult) -> str:
             sets = pod_sets([manifest])
             if sets:
                 own = len(sets) == 1 and sets[0].name == manifest["metadata"]["name"]   # the object is its pods' own
-                counts = (pods_text(sets[0].count) if own
-                          else ", ".join(f"{s.name}: {pods_text(s.count)}" for s in sets))
+                counts = (pods_text(sets[0].count, fewest_pods(sets)) if own
+                          else ", ".join(f"{s.name}: {pods_text(s.count, fewest_pods([s]))}" for s in sets))
                 detail = f"  ({counts}, requests {requests.summary(pod_set_requests(sets, claims))})"
         elif children.get(resource.urn):
             owned = pod_sets(manifests[urn] for urn in _descendants(resource.urn, children) if urn in manifests)
@@ -225,7 +225,8 @@ def tree(result: StackResult) -> str:
     for i, root in enumerate(roots):
         walk(root, "", i == len(roots) - 1)
     every = list(manifests.values())
-    lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pods_text(pod_count(every))}")
+    pods = pods_text(pod_count(every), fewest_pods(pod_sets(every)))
+    lines.append(f"Stack requests: {requests.summary(total_requests(every))} in {pods}")
     return "\n".join(lines)
 
 
@@ -259,7 +260,8 @@ def ranks_text(objects: list[dict[str, Any]], jobs: list[str] | None = None) -> 
         if jobs is None or name in jobs:
             files.update(dict.fromkeys(_source_key(f) for f in v0.files.values() if f.content is not None))
             each = requests.total_requests([(1, pod_set.pod_spec, pod_set.namespace)], claims)
-            pods += [f"{shown(pod_set.made_by)}: {pods_text(pod_set.running)}, each requests {requests.summary(each)}; in all "
+            count = pods_text(pod_set.running, fewest_pods([pod_set]))
+            pods += [f"{shown(pod_set.made_by)}: {count}, each requests {requests.summary(each)}; in all "
                      f"{requests.summary(pod_set_requests([pod_set], claims))}"]
             placed = placement_of(pod_set, objects)
             pods += [f"  placement: {shown(placed)}"] if placed else []

@@ -8,9 +8,10 @@ restarts, and the GPUs it adds or frees.
 """
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
-from trainjobs.backends import pod_count, pod_sets, total_requests
+from trainjobs.backends import PodSet, pod_count, pod_sets, total_requests
+from trainjobs.kube.manifests import MIN_PODS
 from trainjobs.scheduling import placement_of
 from trainjobs.kube.resources import is_gpu
 from trainjobs.tools.engine import RegisteredResource, StackResult
@@ -22,9 +23,11 @@ _SHOWN = (("GPUs", is_gpu), ("CPU", lambda name: name == "cpu"),
           ("memory", lambda name: name == "memory"))
 
 
-
-def pods_text(count: int) -> str:
-    """`1 pod`, `4 pods`: as the tree and the summary count pods."""
+def pods_text(count: int, fewest: int | None = None) -> str:
+    """`1 pod`, `4 pods`, or `2–4 pods` when elastic Jobs may run fewer: as the tree, the summary and explain
+    count pods."""
+    if fewest is not None and fewest < count:
+        return f"{fewest}–{count} pods"
     return f"{count} pod{'' if count == 1 else 's'}"
 
 
@@ -54,6 +57,14 @@ class Changes:
     gpus_after: int
 
 
+def fewest_pods(sets: Iterable[PodSet]) -> int:
+    """The pods the sets run at the least: an elastic job's (`trainjobs.io/min-pods`), else all they run."""
+    def fewest(pod_set: PodSet) -> int:
+        value = (((pod_set.job or {}).get("metadata") or {}).get("annotations") or {}).get(MIN_PODS, "")
+        return min(int(value), pod_set.running) if value.isdigit() else pod_set.running
+    return sum(fewest(s) for s in sets)
+
+
 def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str:
     if manifest is not None:
         return f"{manifest['kind']} {manifest['metadata']['name']}"
@@ -63,15 +74,13 @@ def _label(resource: RegisteredResource, manifest: dict[str, Any] | None) -> str
 def _node_text(label: str, manifest: dict[str, Any] | None) -> str:
     text = label
     if manifest is not None and pod_sets([manifest]):
-        pods = pod_count([manifest])
-        text += f"<br/>{pods_text(pods)}"
+        text += f"<br/>{pods_text(pod_count([manifest]), fewest_pods(pod_sets([manifest])))}"
     return text.replace('"', "#quot;")
 
 
 def totals_text(manifests: list[dict[str, Any]]) -> str:
     """`4 pods · 32 GPUs · CPU 64 · memory 512Gi`: the pods, and each total the pods request."""
-    pods = pod_count(manifests)
-    parts = [pods_text(pods)]
+    parts = [pods_text(pod_count(manifests), fewest_pods(pod_sets(manifests)))]
     requested = total_requests(manifests)
     for title, matches in _SHOWN:
         names = [name for name in requested if matches(name)]

@@ -2,7 +2,7 @@
 Kueue as an elastic Job (workload slices), training `train.py` with a checkpoint on a claim mounted at
 /workspace/ckpt, which outlives every pod of the job.
 
-`phases` are the node counts the training expects to pass through, in order (e.g. "2,3,2"), and
+`phases` are the node counts the training expects to pass through, in order (e.g. "2,3,4,2"), and
 `steps_per_phase` how many steps it trains at each before it says the phase is done; it completes
 after the last one (train.py).
 """
@@ -34,10 +34,7 @@ TorchTrainJob(name, {
         "OMP_NUM_THREADS": "1",
         # A round closes 10 s after the fewest nodes joined (torchrun's default waits 30 s for more).
         "PET_RDZV_CONF": "last_call_timeout=10",
-        # torch 2.13 shares the rendezvous store with its workers, and a node that keeps that store from
-        # an earlier round never publishes the new round's address to a new node: opt out.
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-        "E2E_PHASES": config.get("phases") or "2,3,2",
+        "E2E_PHASES": config.get("phases") or "2,3,4,2",
         "E2E_STEPS_PER_PHASE": config.get("steps_per_phase") or "3",
     },
     "volumes": [{"name": "code", "configMap": {"name": f"{name}-code"}},

@@ -39,9 +39,6 @@ TorchTrainJob(name, {
         "OMP_NUM_THREADS": "1",
         # torchrun restarts its workers when a peer is lost, and the new round waits for the replacement.
         "PET_MAX_RESTARTS": config.get("torchrun_restarts") or "3",
-        # torch 2.13 shares the rendezvous store with its workers, and a node that keeps that store from
-        # an earlier round never publishes the new round's address to a replaced node: opt out.
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "E2E_STEPS": config.get("steps") or "12",
         "E2E_FAIL_INDEX": config.get("fail_index") or "",
         "E2E_FAIL_CODE": config.get("fail_code") or "1",
