@@ -34,7 +34,9 @@ def test_a_valid_job_has_no_problems():
     assert found(job()) == []
 
 
-@pytest.mark.parametrize("change, path, fragment", [
+# Each rule on a change to job(): the path and a fragment of the message (tests/cluster/test_api_verdict.py
+# sends the same objects to a real API server).
+RULES = [
     (lambda m: m["spec"].update(backoffLimit=2**31), "spec.backoffLimit", "between 0 and 2147483647"),
     (lambda m: m["spec"].update(completions=100_001, parallelism=100_001), "spec.completions",
      "at most 100000 pods (got 100001)"),
@@ -60,26 +62,46 @@ def test_a_valid_job_has_no_problems():
     (lambda m: m["metadata"].update(annotations={"k": "x" * 262_144}), "metadata.annotations",
      "annotations total 262145 bytes; the limit is 262144"),
     (lambda m: container(m).update(args=["x" * 1_600_000]), "", "the API server cannot store objects over 1572864"),
-])
+]
+
+
+@pytest.mark.parametrize("change, path, fragment", RULES)
 def test_each_rule_names_the_path_the_api_server_would(change, path, fragment):
     manifest = job()
     change(manifest)
     assert any(p == path and fragment in message for p, message in found(manifest)), found(manifest)
 
 
-def test_objects_of_every_kind_the_jobs_emit():
+def objects_of_every_kind():
+    """A refused PersistentVolumeClaim, ConfigMap and Service."""
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "j-initializer"},
              "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "Fast SSD",
                       "resources": {"requests": {"storage": "0"}}}}
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "j-mpi-hostfile"},
                   "data": {"hostfile": "x" * 1_048_576}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1j"}, "spec": {"clusterIP": "None"}}
-    assert [(p.object, format_path(p.path)) for p in problems([claim, config_map, service])] == [
+    return [claim, config_map, service]
+
+
+def test_objects_of_every_kind_the_jobs_emit():
+    assert [(p.object, format_path(p.path)) for p in problems(objects_of_every_kind())] == [
         ("PersistentVolumeClaim/j-initializer", "spec.storageClassName"),
         ("PersistentVolumeClaim/j-initializer", "spec.resources.requests.storage"),
         ("ConfigMap/j-mpi-hostfile", "data"),
         ("Service/1j", "metadata.name"),
     ]
+
+
+def test_the_checks_the_api_server_does_not_make_are_marked_later():
+    manifest = job(initContainers=[{"name": "init", "image": " i:1"}])
+    container(manifest).update(image="Not/An Image", args=["a\0b"], env=[{"name": "X", "value": "x" * 131_072}])
+    assert [(format_path(p.path), p.later) for p in problems([manifest])] == [
+        ("spec.template.spec.containers[0].image", True),
+        ("spec.template.spec.containers[0].args[0]", True),
+        ("spec.template.spec.containers[0].env[0].value", True),
+        ("spec.template.spec.initContainers[0].image", False),   # the server refuses the pods
+    ]
+    assert [p.later for p in problems([job(subdomain="Bad_Subdomain")])] == [False]
 
 
 def test_values_that_are_not_plain_data_are_skipped():

@@ -58,11 +58,16 @@ _ALLOCATION_MODES = {"ExactCount", "All"}
 
 @dataclass(frozen=True)
 class Problem:
-    """One value the API server would refuse: the object ("Job/n-node-0"), where in it, and why."""
+    """One value the cluster would refuse: the object ("Job/n-node-0"), where in it, and why.
+
+    `later`: a check the API server does not make (docs/api-rules.md). The server accepts the value, and it fails
+    afterwards: etcd does not store the object, or the kubelet cannot pull the image or start the process.
+    """
 
     object: str
     path: Path
     message: str
+    later: bool = False
 
     def __str__(self) -> str:
         return f"{self.object} {format_path(self.path)}: {self.message}"
@@ -87,11 +92,11 @@ def problems(manifests: Iterable[dict[str, Any]]) -> list[Problem]:
     for manifest in manifests:
         meta = manifest.get("metadata") or {}
         where = f"{manifest.get('kind')}/{meta.get('name')}"
-        _check_object(manifest, lambda path, message: found.append(Problem(where, path, message)))
+        _check_object(manifest, lambda path, message, later=False: found.append(Problem(where, path, message, later)))
     return found
 
 
-Add = Callable[[Path, str], None]
+Add = Callable[..., None]   # add(path, message, later=False)
 
 
 def _plain(value: Any) -> bool:
@@ -183,7 +188,7 @@ def _check_object(manifest: dict[str, Any], add: Add) -> None:
             _label(add, ("spec", "selector", key), key, value)
     if (size := _json_size(manifest)) > MAX_OBJECT_BYTES:
         add((), f"the object is {size} bytes; the API server cannot store objects over {MAX_OBJECT_BYTES} bytes "
-                "(etcd's default request limit)")
+                "(etcd's default request limit)", later=True)
 
 
 def _label(add: Add, path: Path, key: Any, value: Any) -> None:
@@ -470,7 +475,7 @@ def _check_container(container: dict[str, Any], at: Path, field: str, names: set
     if image is None or image == "":
         add((*at, "image"), "required: every container of a pod needs an image")
     elif (text := _string(add, (*at, "image"), image)) is not None and (problem := image_problem(text)):
-        add((*at, "image"), problem)
+        add((*at, "image"), problem, later=text == text.strip())   # whitespace: the server refuses the pods
     if _plain(container.get("imagePullPolicy")) and container.get("imagePullPolicy", "Always") not in _PULL_POLICIES:
         add((*at, "imagePullPolicy"), f"{shown(container['imagePullPolicy'])} is not Always, IfNotPresent or Never")
     if field == "initContainers" and container.get("restartPolicy") not in (None, "Always"):
@@ -480,7 +485,7 @@ def _check_container(container: dict[str, Any], at: Path, field: str, names: set
         words = container.get(field)
         for i, word in enumerate(words if isinstance(words, list) else []):
             if isinstance(word, str) and "\0" in word:
-                add((*at, field, i), "contains a NUL byte, which no process can be given")
+                add((*at, field, i), "contains a NUL byte, which no process can be given", later=True)
     for i, entry in _entries(container.get("env")):
         _check_env(entry, (*at, "env", i), add)
     for i, source in _entries(container.get("envFrom")):
@@ -511,10 +516,10 @@ def _check_env(entry: dict[str, Any], at: Path, add: Add) -> None:
     if source is not None and value not in (None, ""):
         add((*at, "valueFrom"), "may not be given together with a non-empty value")
     if isinstance(value, str) and "\0" in value:
-        add((*at, "value"), "contains a NUL byte, which no process can be given")
+        add((*at, "value"), "contains a NUL byte, which no process can be given", later=True)
     if isinstance(name, str) and isinstance(value, str) and (size := len(f"{name}={value}".encode())) >= MAX_ENV_STRING:
         add((*at, "value"), f"NAME=value is {size} bytes; Linux starts no process with an env string over "
-                            f"{MAX_ENV_STRING - 1}")
+                            f"{MAX_ENV_STRING - 1}", later=True)
     if isinstance(source, dict):
         given = [k for k in _VALUE_SOURCES if k in source]
         if len(given) != 1:
