@@ -12,6 +12,8 @@ Pure: manifests in (plain dicts), problems out. A value that is not plain JSON d
 output, a generated key) is opaque and its checks are skipped.
 """
 
+import base64
+import binascii
 import json
 import re
 from dataclasses import dataclass
@@ -24,9 +26,9 @@ from trainjobs.kube.quantity import QuantityError, parse_quantity
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-MAX_INDEXED_COMPLETIONS = 100_000           # completions and parallelism of an Indexed Job
+MAX_INDEXED_PARALLELISM = 100_000           # the parallelism of an Indexed Job
 MAX_ANNOTATIONS_BYTES = 256 * 1024          # all annotations of one object, keys and values
-MAX_CONFIG_BYTES = 1024 * 1024              # a ConfigMap's or Secret's data, keys and values
+MAX_CONFIG_BYTES = 1024 * 1024              # a ConfigMap's or Secret's values (decoded, without the keys)
 MAX_OBJECT_BYTES = 1536 * 1024              # etcd's default request limit, where the API server stores objects
 # Linux's limit on one "NAME=value" string given to execve (MAX_ARG_STRLEN, with its NUL): a longer
 # variable makes the container fail to start with "argument list too long".
@@ -58,11 +60,17 @@ _ALLOCATION_MODES = {"ExactCount", "All"}
 
 @dataclass(frozen=True)
 class Problem:
-    """One value the API server would refuse: the object ("Job/n-node-0"), where in it, and why."""
+    """One value the cluster would refuse: the object ("Job/n-node-0"), where in it, and why.
+
+    `later`: a check the API server does not make (docs/api-rules.md). The server accepts the value, and it fails
+    afterwards: etcd does not store the object, the kubelet cannot pull the image, set up the volume or start the
+    process, or an older API server that the project supports refuses it (the server relaxed the rule since).
+    """
 
     object: str
     path: Path
     message: str
+    later: bool = False
 
     def __str__(self) -> str:
         return f"{self.object} {format_path(self.path)}: {self.message}"
@@ -87,11 +95,11 @@ def problems(manifests: Iterable[dict[str, Any]]) -> list[Problem]:
     for manifest in manifests:
         meta = manifest.get("metadata") or {}
         where = f"{manifest.get('kind')}/{meta.get('name')}"
-        _check_object(manifest, lambda path, message: found.append(Problem(where, path, message)))
+        _check_object(manifest, lambda path, message, later=False: found.append(Problem(where, path, message, later)))
     return found
 
 
-Add = Callable[[Path, str], None]
+Add = Callable[..., None]   # add(path, message, later=False)
 
 
 def _plain(value: Any) -> bool:
@@ -161,7 +169,8 @@ def _check_object(manifest: dict[str, Any], add: Add) -> None:
     if isinstance(name, str):
         problem = _name_problem(kind, name)
         if problem:
-            add(("metadata", "name"), problem)
+            # Kubernetes 1.36 accepts a Service name that starts with a digit (RelaxedServiceNameValidation).
+            add(("metadata", "name"), problem, later=kind == "Service" and is_dns_label(name))
     if "namespace" in meta:
         namespace = _string(add, ("metadata", "namespace"), meta["namespace"])
         if namespace is not None and not is_dns_label(namespace):
@@ -183,7 +192,7 @@ def _check_object(manifest: dict[str, Any], add: Add) -> None:
             _label(add, ("spec", "selector", key), key, value)
     if (size := _json_size(manifest)) > MAX_OBJECT_BYTES:
         add((), f"the object is {size} bytes; the API server cannot store objects over {MAX_OBJECT_BYTES} bytes "
-                "(etcd's default request limit)")
+                "(etcd's default request limit)", later=True)
 
 
 def _label(add: Add, path: Path, key: Any, value: Any) -> None:
@@ -202,7 +211,8 @@ def _check_metadata(meta: dict[str, Any], at: Path, add: Add) -> None:
         _label(add, (*at, "labels", key), key, value)
     annotations = meta.get("annotations")
     for key, value in _items(annotations):
-        problem = label_key_problem(key) if isinstance(key, str) else None
+        # An annotation key is a label key in which case does not matter.
+        problem = label_key_problem(key.lower()) if isinstance(key, str) else None
         if problem:
             add((*at, "annotations", key), f"annotation {problem}")
         _string(add, (*at, "annotations", key), value)
@@ -216,14 +226,24 @@ def _pairs_size(mapping: dict[str, Any]) -> int:
 
 def _check_data(manifest: dict[str, Any], add: Add) -> None:
     size = 0
+    encoded = "data" if manifest.get("kind") == "Secret" else "binaryData"
     for field in ("data", "binaryData", "stringData"):
         for key, value in _items(manifest.get(field)):
-            if isinstance(key, str) and (len(key) > 253 or not _CONFIG_KEY.fullmatch(key)):
-                add((field, key), f"key {shown(key)} must be at most 253 letters, digits, \"-\", \"_\" or \".\"")
-            if isinstance(key, str) and isinstance(value, str):
-                size += len(key.encode()) + len(value.encode())
+            if isinstance(key, str) and (problem := config_key_problem(key)):
+                add((field, key), problem)
+            if isinstance(value, str):
+                size += _decoded_size(value) if field == encoded else len(value.encode())
     if size > MAX_CONFIG_BYTES:
-        add(("data",), f"the data is {size} bytes; a {manifest.get('kind')} holds at most {MAX_CONFIG_BYTES} (1 MiB)")
+        add(("data",), f"the values are {size} bytes; a {manifest.get('kind')} holds at most {MAX_CONFIG_BYTES} "
+                       "(1 MiB)")
+
+
+def _decoded_size(value: str) -> int:
+    """The bytes a base64 value holds (the API server counts those); its own length if it is not base64."""
+    try:
+        return len(base64.b64decode(value, validate=True))
+    except (binascii.Error, ValueError):
+        return len(value.encode())
 
 
 def _check_claim(spec: dict[str, Any], add: Add) -> None:
@@ -280,7 +300,7 @@ def _check_job(job: dict[str, Any], add: Add) -> None:
         if field in spec:
             _integer(add, ("spec", field), spec[field], 0, INT32_MAX)
     if "activeDeadlineSeconds" in spec:
-        _integer(add, ("spec", "activeDeadlineSeconds"), spec["activeDeadlineSeconds"], 1, INT64_MAX)
+        _integer(add, ("spec", "activeDeadlineSeconds"), spec["activeDeadlineSeconds"], 0, INT64_MAX)
     if _plain(spec.get("completionMode")) and spec.get("completionMode", "NonIndexed") not in _COMPLETION_MODES:
         add(("spec", "completionMode"), f"{shown(spec['completionMode'])} is not NonIndexed or Indexed")
     restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
@@ -288,10 +308,10 @@ def _check_job(job: dict[str, Any], add: Add) -> None:
         add(("spec", "template", "spec", "restartPolicy"),
             f"a Job's pods restart Never or OnFailure, not {shown(restart)}")
     if spec.get("completionMode") == "Indexed":
-        for field in ("completions", "parallelism"):
-            count = spec.get(field)
-            if isinstance(count, int) and not isinstance(count, bool) and MAX_INDEXED_COMPLETIONS < count <= INT32_MAX:
-                add(("spec", field), f"an Indexed Job runs at most {MAX_INDEXED_COMPLETIONS} pods (got {count})")
+        count = spec.get("parallelism")
+        if isinstance(count, int) and not isinstance(count, bool) and MAX_INDEXED_PARALLELISM < count <= INT32_MAX:
+            add(("spec", "parallelism"), f"an Indexed Job runs at most {MAX_INDEXED_PARALLELISM} pods at once "
+                                         f"(got {count})")
         completions = spec.get("completions")
         if isinstance(name, str) and isinstance(completions, int) and completions > 0:
             hostname = f"{name}-{completions - 1}"
@@ -399,18 +419,21 @@ def _check_dns_config(config: dict[str, Any], at: Path, add: Add) -> None:
     searches = config.get("searches") or []
     if isinstance(searches, list) and len(searches) > MAX_DNS_SEARCHES:
         add((*at, "searches"), f"at most {MAX_DNS_SEARCHES} search domains (got {len(searches)})")
-    total = 0
+    texts = []
     for i, domain in enumerate(searches if isinstance(searches, list) else []):
         text = _string(add, (*at, "searches", i), domain)
         if text is None:
             continue
-        total += len(text)
+        texts.append(text)
         bare = text[:-1] if text.endswith(".") else text
         if not is_dns_subdomain(bare):
+            # Kubernetes 1.33 accepts "_" in a search domain, and "." alone (RelaxedDNSSearchValidation).
             add((*at, "searches", i), f"search domain {shown(text)} must be a DNS subdomain "
-                                      "(lowercase letters, digits, \"-\" and \".\")")
-    if total > MAX_DNS_SEARCH_CHARS:
-        add((*at, "searches"), f"search domains total {total} characters; the limit is {MAX_DNS_SEARCH_CHARS}")
+                                      "(lowercase letters, digits, \"-\" and \".\")",
+                later=text == "." or is_dns_subdomain(bare.replace("_", "x")))
+    if (total := len(" ".join(texts))) > MAX_DNS_SEARCH_CHARS:   # the resolv.conf line, with its spaces
+        add((*at, "searches"), f"search domains total {total} characters with the spaces between them; the limit "
+                               f"is {MAX_DNS_SEARCH_CHARS}")
 
 
 def _check_volume(volume: dict[str, Any], at: Path, seen: set[str], add: Add) -> None:
@@ -427,8 +450,10 @@ def _check_volume(volume: dict[str, Any], at: Path, seen: set[str], add: Add) ->
             continue
         if not spec.get(name_field) and _plain(spec.get(name_field)):
             add((*at, source, name_field), "required")
-        elif spec.get(name_field):
-            _dns_subdomain(add, (*at, source, name_field), spec[name_field], source)
+        elif (text := _string(add, (*at, source, name_field), spec.get(name_field))) and not is_dns_subdomain(text):
+            # The server asks for a name only; no object has this one, and the pods wait for it forever.
+            add((*at, source, name_field), f"{source} {shown(text)} must be a DNS subdomain (lowercase letters, "
+                                           "digits, \"-\" and \".\")", later=True)
         if "defaultMode" in spec:
             _integer(add, (*at, source, "defaultMode"), spec["defaultMode"], 0, 0o777)
         for i, item in _entries(spec.get("items")):
@@ -441,7 +466,8 @@ def _check_volume(volume: dict[str, Any], at: Path, seen: set[str], add: Add) ->
     empty_dir = volume.get("emptyDir")
     if isinstance(empty_dir, dict):
         if _plain(empty_dir.get("medium", "")) and empty_dir.get("medium", "") not in _EMPTYDIR_MEDIA:
-            add((*at, "emptyDir", "medium"), f"{shown(empty_dir['medium'])} is not Memory or HugePages")
+            add((*at, "emptyDir", "medium"), f"{shown(empty_dir['medium'])} is not Memory or HugePages",
+                later=True)   # the kubelet cannot set up the volume
         if "sizeLimit" in empty_dir:
             limit = _quantity(add, (*at, "emptyDir", "sizeLimit"), empty_dir["sizeLimit"])
             if limit is not None and limit < 0:
@@ -470,7 +496,7 @@ def _check_container(container: dict[str, Any], at: Path, field: str, names: set
     if image is None or image == "":
         add((*at, "image"), "required: every container of a pod needs an image")
     elif (text := _string(add, (*at, "image"), image)) is not None and (problem := image_problem(text)):
-        add((*at, "image"), problem)
+        add((*at, "image"), problem, later=text == text.strip())   # whitespace: the server refuses the pods
     if _plain(container.get("imagePullPolicy")) and container.get("imagePullPolicy", "Always") not in _PULL_POLICIES:
         add((*at, "imagePullPolicy"), f"{shown(container['imagePullPolicy'])} is not Always, IfNotPresent or Never")
     if field == "initContainers" and container.get("restartPolicy") not in (None, "Always"):
@@ -480,7 +506,7 @@ def _check_container(container: dict[str, Any], at: Path, field: str, names: set
         words = container.get(field)
         for i, word in enumerate(words if isinstance(words, list) else []):
             if isinstance(word, str) and "\0" in word:
-                add((*at, field, i), "contains a NUL byte, which no process can be given")
+                add((*at, field, i), "contains a NUL byte, which no process can be given", later=True)
     for i, entry in _entries(container.get("env")):
         _check_env(entry, (*at, "env", i), add)
     for i, source in _entries(container.get("envFrom")):
@@ -506,15 +532,15 @@ def _check_container(container: dict[str, Any], at: Path, field: str, names: set
 def _check_env(entry: dict[str, Any], at: Path, add: Add) -> None:
     name = _string(add, (*at, "name"), entry.get("name"))
     if name is not None and (problem := env_name_problem(name)):
-        add((*at, "name"), problem)
+        add((*at, "name"), problem, later=_relaxed_env_name(name))
     value, source = entry.get("value"), entry.get("valueFrom")
     if source is not None and value not in (None, ""):
         add((*at, "valueFrom"), "may not be given together with a non-empty value")
     if isinstance(value, str) and "\0" in value:
-        add((*at, "value"), "contains a NUL byte, which no process can be given")
+        add((*at, "value"), "contains a NUL byte, which no process can be given", later=True)
     if isinstance(name, str) and isinstance(value, str) and (size := len(f"{name}={value}".encode())) >= MAX_ENV_STRING:
         add((*at, "value"), f"NAME=value is {size} bytes; Linux starts no process with an env string over "
-                            f"{MAX_ENV_STRING - 1}")
+                            f"{MAX_ENV_STRING - 1}", later=True)
     if isinstance(source, dict):
         given = [k for k in _VALUE_SOURCES if k in source]
         if len(given) != 1:
@@ -547,14 +573,28 @@ def env_name_problem(name: str) -> str | None:
     return None
 
 
+def _relaxed_env_name(name: str) -> bool:
+    """Kubernetes 1.32 accepts any printable ASCII but "=" in an env name (RelaxedEnvironmentVariableValidation)."""
+    return bool(name) and all(" " <= c <= "~" and c != "=" for c in name)
+
+
 def _key_ref(ref: dict[str, Any], at: Path, add: Add) -> None:
     if not ref.get("name") and _plain(ref.get("name")):
         add((*at, "name"), "required")
     elif ref.get("name"):
         _dns_subdomain(add, (*at, "name"), ref["name"], "name")
     key = _string(add, (*at, "key"), ref.get("key", ""))
-    if key is not None and (len(key) > 253 or not _CONFIG_KEY.fullmatch(key)):
-        add((*at, "key"), f"key {shown(key)} must be 1 to 253 letters, digits, \"-\", \"_\" or \".\"")
+    if key is not None and (problem := config_key_problem(key)):
+        add((*at, "key"), problem)
+
+
+def config_key_problem(key: str) -> str | None:
+    """Why `key` is not a key of a ConfigMap or Secret, or None. Not ".", ".." or "..name": a volume's files
+    are links into a "..<timestamp>" folder, which such a key would overwrite."""
+    if len(key) > 253 or not _CONFIG_KEY.fullmatch(key) or key == "." or key.startswith(".."):
+        return (f"key {shown(key)} must be 1 to 253 letters, digits, \"-\", \"_\" or \".\", and neither \".\" nor "
+                "start with \"..\"")
+    return None
 
 
 def _check_env_from(source: dict[str, Any], at: Path, add: Add) -> None:
@@ -569,7 +609,7 @@ def _check_env_from(source: dict[str, Any], at: Path, add: Add) -> None:
             _dns_subdomain(add, (*at, field, "name"), ref["name"], "name")
     prefix = source.get("prefix")
     if isinstance(prefix, str) and prefix and (problem := env_name_problem(prefix)):
-        add((*at, "prefix"), problem)
+        add((*at, "prefix"), problem, later=_relaxed_env_name(prefix))
 
 
 def port_name_problem(name: str) -> str | None:
@@ -653,7 +693,7 @@ def _check_resources(resources: Any, at: Path, add: Add) -> None:
     for name, (request, shown_request) in parsed.get("requests", {}).items():
         if name not in parsed.get("limits", {}):
             if is_extended_resource(name) and name not in _items_keys(resources.get("limits")):
-                add((*at, "requests", name), f"{name} needs a limit equal to its request: device resources are "
+                add((*at, "limits", name), f"{name} needs a limit equal to its request: device resources are "
                                              "not overcommitted")
             continue
         limit, shown_limit = parsed["limits"][name]
