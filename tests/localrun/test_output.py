@@ -103,6 +103,16 @@ def test_after_a_resize_a_removed_pods_output_and_the_remaining_pods_lost_peers_
                     *[(line, None) for line in LOST_PEER]]
 
 
+def test_a_peer_whose_worker_was_killed_is_a_lost_peer_too():
+    """gloo reports a peer killed mid-collective (its agent restarting it for the new round) as a reset."""
+    reset = [*LOST_PEER[:4], "[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+             "pair.cc:537] Read error [10.230.55.2]:52119: Connection reset by peer. This is typically caused by a "
+             "remote worker hanging or bugs in the application.", LOST_PEER[-1]]
+    left = Filter()
+    left.after_resize(removed=False)
+    assert list(left.lines(reset)) == [(line, LOST_PEERS) for line in reset]
+
+
 def test_after_a_resize_another_error_is_shown():
     other = [*LOST_PEER[:4], "[rank1]: RuntimeError: CUDA error: out of memory"]
     left = Filter()

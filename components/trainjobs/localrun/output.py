@@ -55,14 +55,15 @@ _BLOCK_MORE = _any([
 ])
 _BLOCK_HARMLESS = "] Error waiting on exit barrier. "
 
-# After a resize, the workers of the pods that remain may fail in their next collective ("Connection
-# closed by peer", a traceback per worker, "[rankN]: " before each line): a peer left, or its agent
-# restarted it for a new round. Their agents report it and start the new round. Such a traceback is
-# hidden only if it names the lost peer.
+# After a resize, the workers of the pods that remain may fail in their next collective (gloo's "Connection
+# closed by peer", or "Read error ...: Connection reset by peer" when the peer's worker was killed, a
+# traceback per worker, "[rankN]: " before each line): a peer left, or its agent restarted it for a new
+# round. Their agents report it and start the new round. Such a traceback is hidden only if it names the
+# lost peer.
 _RANK = r"(?:\[rank\d+\]: )?"
 _TRACEBACK_START = re.compile(_RANK + r"Traceback \(most recent call last\):")
 _TRACEBACK_MORE = re.compile(_RANK + r"(?:Traceback \(most recent call last\):|\s.*|[\w.]+(?:Error|Exception)\b.*)")
-_LOST_PEER = "Connection closed by peer"
+_LOST_PEER = ("Connection closed by peer", "Connection reset by peer")
 _WORKER_FAILED = re.compile(r"E\d{4} \S+ \d+ torch/distributed/elastic/multiprocessing/api\.py:\d+\] failed "
                             r"\(exitcode: \d+\) local_rank: .*")
 _AGENT_LOG = re.compile(r"[IWE]\d{4} \S+ \d+ torch/distributed/elastic/.*")
@@ -124,7 +125,7 @@ class Filter:
 
     def _end_traceback(self) -> list[tuple[str, str | None]]:
         held, self._traceback = self._traceback, []
-        kind = LOST_PEERS if any(_LOST_PEER in line for line in held) else None
+        kind = LOST_PEERS if any(lost in line for line in held for lost in _LOST_PEER) else None
         return [(line, kind) for line in held]
 
     def _feed(self, line: str) -> list[tuple[str, str | None]]:
