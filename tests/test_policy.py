@@ -359,7 +359,7 @@ def test_outside_a_virtualenv_pip_installs_this_trainjobs_from_the_written_requi
     """No package index has trainjobs: the requirement names this checkout, which pip resolves."""
     assert main(["policy-pack", str(tmp_path / "pack")]) == 0
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-build-isolation",
+    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps",
                     "--ignore-installed", "--quiet", "--disable-pip-version-check", "--report", report,
                     "-r", tmp_path / "pack" / "requirements.txt"], cwd=tmp_path, check=True, timeout=600)
     [install] = json.loads(report.read_text())["install"]
