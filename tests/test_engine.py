@@ -95,6 +95,20 @@ def test_a_kubernetes_api_module_is_imported_only_when_a_job_registers_one_of_it
     assert "pulumi_kubernetes.resource.v1" in devices
 
 
+def test_an_argument_model_is_built_when_first_used():
+    """Only the models a program validates are built: not the bases that are only inherited from."""
+    done = subprocess.run([sys.executable, "-c", """if True:
+        from trainjobs import TorchTrainJob
+        from trainjobs.core.args import CommonArgs, TrainJobArgs
+        from trainjobs.testing import run
+        models = (TorchTrainJob.args_type, TrainJobArgs, CommonArgs)
+        print(*(model.__pydantic_complete__ for model in models))
+        assert run(lambda: TorchTrainJob("demo", {"image": "img:1"})).kubernetes()
+        print(*(model.__pydantic_complete__ for model in models))
+        """], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.splitlines() == ["False False False", "True False False"]
+
+
 def test_the_public_names_are_all_there():
     import trainjobs
     for name in trainjobs.__all__:

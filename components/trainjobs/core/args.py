@@ -41,6 +41,12 @@ INT32_MAX = 2**31 - 1
 RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
+# `pulumi.Input[X]` is `Union[X, Awaitable[X], "Output[T]"]`: pydantic resolves that forward reference in the
+# module that declares the field, so these names make every model's fields complete when its class is created.
+Output = pulumi.Output
+T = Any
+
+
 def is_deferred(value: Any) -> bool:
     """A value known only when Pulumi resolves it: an Output, or another awaitable Input."""
     return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
@@ -113,8 +119,10 @@ class Model(BaseModel):
     "did you mean") as passing the equivalent dict to a component.
     """
 
+    # Each model's validator is built when it is first used (a program of torch jobs never builds the other
+    # families' models, nor the bases that are only inherited from).
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, arbitrary_types_allowed=True,
-                              use_enum_values=True, validate_default=False)
+                              use_enum_values=True, validate_default=False, defer_build=True)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -179,13 +187,6 @@ def _written_at() -> str:
         if f"/{package}/" not in module and "/pydantic/" not in module and "<frozen" not in module:
             return f"{frame.filename}:{frame.lineno}"
     return "?"
-
-
-def resolve_input_types(*models: type[BaseModel]) -> None:
-    """Resolve the forward reference inside `pulumi.Input[T]` (Output[T]) for pydantic; every model
-    with an Input field, including subclasses, calls this once after its definition."""
-    for model in models:
-        model.model_rebuild(_types_namespace={"Output": pulumi.Output, "T": Any})
 
 
 def _quantity(value: Any, key: str | None = None) -> str:
@@ -774,10 +775,6 @@ class TrainJobArgs(CommonArgs):
             raise ValueError(f"{shown(value)} cannot be part of the job's object names: use lowercase letters, "
                              'digits and "-", starting and ending with a letter or digit (e.g. "2", "lr-3e4")')
         return value
-
-
-resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, CommonArgs,
-                    PlatformProfile, TrainJobArgs)
 
 
 def shared_runtime(runtime: TrainingRuntime) -> Any:

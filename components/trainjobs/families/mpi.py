@@ -25,7 +25,7 @@ import pulumi
 from pydantic import Field, field_validator
 
 from trainjobs.kube.apivalidation import MAX_ENV_STRING
-from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime,
                                  shared_runtime)
 from trainjobs.core.component import TrainJobComponent
 from trainjobs.core.errors import shown
@@ -95,7 +95,6 @@ def _kubeflow_mpi_runtime(name: str, image: str) -> MpiRuntime:
     )
 
 
-resolve_input_types(MpiRuntime)
 MPI_DISTRIBUTED = MpiRuntime(name="mpi-distributed")
 DEEPSPEED_DISTRIBUTED = _kubeflow_mpi_runtime("deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0")
 MLX_DISTRIBUTED = _kubeflow_mpi_runtime("mlx-distributed", "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0")
@@ -156,9 +155,6 @@ class MlxTrainJobArgs(MpiTrainJobArgs):
 
     runtime: Optional[MpiRuntime] = shared_runtime(MLX_DISTRIBUTED)
     """An MpiRuntime, or the name of a built-in one. Default: mlx-distributed."""
-
-
-resolve_input_types(MpiTrainJobArgs, DeepSpeedTrainJobArgs, MlxTrainJobArgs)
 
 
 class MpiOutputs(JobOutputs):
