@@ -17,6 +17,7 @@ what env is derived, stay plain, because that has to be known at preview.
 
 import difflib
 import enum
+import functools
 import re
 import traceback
 import types
@@ -26,6 +27,7 @@ from typing import Any, Optional, Union
 import pulumi
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.fields import FieldInfo
 
 from trainjobs import backends, scheduling
 from trainjobs.core.descriptions import describe_choices
@@ -154,28 +156,47 @@ class Model(BaseModel):
         a template set to None means no template. Runs before any field's own validator."""
         if not isinstance(data, dict):
             return data
-        fields = {**{f.alias: (n, f) for n, f in cls.model_fields.items() if f.alias}, **{
-            n: (n, f) for n, f in cls.model_fields.items()}}
+        kinds = _value_kinds(cls)
         cleaned = dict(data)
         for key, value in data.items():
-            if key not in fields:
+            kind = kinds.get(key)
+            if kind is None:
                 continue
-            _, field = fields[key]
-            if value is None and not field.is_required():
-                default = field.get_default(call_default_factory=True)
+            if value is None and not kind.field.is_required():
+                default = kind.field.get_default(call_default_factory=True)
                 cleaned[key] = None if isinstance(default, BaseModel) else default
-            elif is_deferred(value) and not _takes_outputs(field.annotation):
+            elif is_deferred(value) and not kind.takes_outputs:
                 raise MappingKeyError(key, _PLAIN_ONLY)
-            elif isinstance(value, (dict, list)) and _plain_inside(field.annotation) and (
+            elif isinstance(value, (dict, list)) and kind.plain_inside and (
                     inner := _deferred_inside(value)) is not None:
                 raise MappingKeyError(f"{key}{inner}", _PLAIN_ONLY)
-            elif isinstance(value, bool) and _is_int(field.annotation):
+            elif isinstance(value, bool) and kind.is_int:
                 raise MappingKeyError(key, _boolean_for_number(value))
-            elif isinstance(value, list) and _is_int_list(field.annotation):
+            elif isinstance(value, list) and kind.is_int_list:
                 for i, item in enumerate(value):
                     if isinstance(item, bool):
                         raise MappingKeyError(f"{key}[{i}]", _boolean_for_number(item))
         return cleaned
+
+
+class _ValueKind(typing.NamedTuple):
+    """What a field's annotation allows of the values given for it, as `Model._plain_where_it_counts` checks them."""
+
+    field: FieldInfo
+    takes_outputs: bool   # the value itself may be an Output
+    plain_inside: bool    # no Output anywhere inside its lists and mappings
+    is_int: bool
+    is_int_list: bool
+
+
+@functools.cache
+def _value_kinds(model: type[BaseModel]) -> dict[str, _ValueKind]:
+    """Each key of `model` (a field's alias and its name) -> its _ValueKind: read from the annotations once per
+    model, not for every value of every job."""
+    kinds = {name: _ValueKind(field, _takes_outputs(field.annotation), _plain_inside(field.annotation),
+                              _is_int(field.annotation), _is_int_list(field.annotation))
+             for name, field in model.model_fields.items()}
+    return {**{field.alias: kinds[name] for name, field in model.model_fields.items() if field.alias}, **kinds}
 
 
 def _written_at() -> str:
