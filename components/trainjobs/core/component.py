@@ -126,7 +126,9 @@ class TrainJobComponent(pulumi.ComponentResource):
             if kind not in workloads:
                 prerequisites.append(resource)
 
-        self.register_outputs(dict(plan.outputs))
+        # The outputs model's fields as they are stored (`dict(model)` first asks the model for a `keys` method,
+        # and pydantic's answer that it has none costs more than the copy).
+        self.register_outputs(dict(vars(plan.outputs)))
         for warning in plan.warnings:
             pulumi.log.warn(f'{component} "{name}": {warning}', resource=self)
 
