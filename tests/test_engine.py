@@ -68,10 +68,10 @@ def test_an_output_attribute_is_made_on_first_read_and_unknown_attributes_are_er
                                     "error": "'TorchTrainJob' object has no attribute 'master_adr'"}
 
 
-def imported_after(code: str) -> set[str]:
-    """The trainjobs modules a fresh interpreter has imported after running `code`."""
+def imported_after(code: str, package: str = "trainjobs") -> set[str]:
+    """The modules of `package` a fresh interpreter has imported after running `code`."""
     done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys\n"
-                           "print(' '.join(m for m in sys.modules if m.startswith('trainjobs')))"],
+                           f"print(' '.join(m for m in sys.modules if m.startswith({package!r})))"],
                           capture_output=True, text=True, timeout=300, check=True)
     return set(done.stdout.split())
 
@@ -83,6 +83,30 @@ def test_a_family_module_is_imported_only_when_one_of_its_names_is_used():
     assert "trainjobs.families.mpi" in imported_after("import trainjobs\ntrainjobs.MpiRuntime")
     everything = imported_after("from trainjobs import *")
     assert {"trainjobs.families.mpi", "trainjobs.families.jax", "trainjobs.families.torchtune", "trainjobs.families.xgboost"} <= everything
+
+
+def test_a_kubernetes_api_module_is_imported_only_when_a_job_registers_one_of_its_kinds():
+    program = ("from trainjobs import TorchTrainJob\nfrom trainjobs.testing import run\n"
+               "assert run(lambda: TorchTrainJob('demo', {'image': 'img:1'ARGS})).kubernetes()")
+    plain = imported_after(program.replace("ARGS", ""), "pulumi_kubernetes.")
+    assert {"pulumi_kubernetes.core.v1", "pulumi_kubernetes.batch.v1"} <= plain
+    assert "pulumi_kubernetes.resource.v1" not in plain
+    devices = imported_after(program.replace("ARGS", ", 'devices_per_node': [{'count': 8}]"), "pulumi_kubernetes.")
+    assert "pulumi_kubernetes.resource.v1" in devices
+
+
+def test_an_argument_model_is_built_when_first_used():
+    """Only the models a program validates are built: not the bases that are only inherited from."""
+    done = subprocess.run([sys.executable, "-c", """if True:
+        from trainjobs import TorchTrainJob
+        from trainjobs.core.args import CommonArgs, TrainJobArgs
+        from trainjobs.testing import run
+        models = (TorchTrainJob.args_type, TrainJobArgs, CommonArgs)
+        print(*(model.__pydantic_complete__ for model in models))
+        assert run(lambda: TorchTrainJob("demo", {"image": "img:1"})).kubernetes()
+        print(*(model.__pydantic_complete__ for model in models))
+        """], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.splitlines() == ["False False False", "True False False"]
 
 
 def test_the_public_names_are_all_there():

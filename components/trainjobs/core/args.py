@@ -17,6 +17,7 @@ what env is derived, stay plain, because that has to be known at preview.
 
 import difflib
 import enum
+import functools
 import re
 import traceback
 import types
@@ -26,6 +27,7 @@ from typing import Any, Optional, Union
 import pulumi
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.fields import FieldInfo
 
 from trainjobs.core.descriptions import describe_choices
 from trainjobs.core.errors import Issue, TrainJobError, shown
@@ -39,6 +41,13 @@ DEFAULT_SHM_SIZE = "1Gi"
 INT32_MAX = 2**31 - 1
 # A run identifier is appended to the job name, so it must keep the name an RFC 1035 label.
 RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+# `pulumi.Input[X]` is `Union[X, Awaitable[X], "Output[T]"]`: pydantic resolves that forward reference in the
+# module that declares the field, so these names make every model's fields complete when its class is created (a
+# family that declares an Input field of its own imports them).
+Output = pulumi.Output
+T = Any
 
 
 def is_deferred(value: Any) -> bool:
@@ -126,8 +135,10 @@ class Model(BaseModel):
     "did you mean") as passing the equivalent dict to a component.
     """
 
+    # Each model's validator is built when it is first used (a program of torch jobs never builds the other
+    # families' models, nor the bases that are only inherited from).
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, arbitrary_types_allowed=True,
-                              use_enum_values=True, validate_default=False)
+                              use_enum_values=True, validate_default=False, defer_build=True)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -159,43 +170,50 @@ class Model(BaseModel):
         a template set to None means no template. Runs before any field's own validator."""
         if not isinstance(data, dict):
             return data
-        fields = _fields_by_key(cls)
+        kinds = _value_kinds(cls)
         cleaned = dict(data)
         for key, value in data.items():
-            if key not in fields:
+            kind = kinds.get(key)
+            if kind is None:
                 continue
-            _, field = fields[key]
-            if value is None and not field.is_required():
-                default = field.get_default(call_default_factory=True)
+            if value is None and not kind.field.is_required():
+                default = kind.field.get_default(call_default_factory=True)
                 cleaned[key] = None if isinstance(default, BaseModel) else default
-            elif is_deferred(value) and not _takes_outputs(field.annotation):
+            elif is_deferred(value) and not kind.takes_outputs:
                 raise MappingKeyError(key, _PLAIN_ONLY)
-            elif isinstance(value, (dict, list)) and _plain_inside(field.annotation) and (
+            elif isinstance(value, (dict, list)) and kind.plain_inside and (
                     inner := _deferred_inside(value)) is not None:
                 raise MappingKeyError(f"{key}{inner}", _PLAIN_ONLY)
-            elif isinstance(value, bool) and _is_int(field.annotation):
+            elif isinstance(value, bool) and kind.is_int:
                 raise MappingKeyError(key, _boolean_for_number(value))
-            elif value is not None and not isinstance(value, bool) and _is_bool(field.annotation):
+            elif value is not None and not isinstance(value, bool) and kind.is_bool:
                 raise MappingKeyError(key, _not_a_boolean(value))
-            elif isinstance(value, list) and _is_int_list(field.annotation):
+            elif isinstance(value, list) and kind.is_int_list:
                 for i, item in enumerate(value):
                     if isinstance(item, bool):
                         raise MappingKeyError(f"{key}[{i}]", _boolean_for_number(item))
         return cleaned
 
 
-_FIELDS_BY_KEY: dict[type, tuple[dict[str, Any], dict[str, tuple[str, Any]]]] = {}
+class _ValueKind(typing.NamedTuple):
+    """What a field's annotation allows of the values given for it, as `Model._plain_where_it_counts` checks them."""
+
+    field: FieldInfo
+    takes_outputs: bool   # the value itself may be an Output
+    plain_inside: bool    # no Output anywhere inside its lists and mappings
+    is_int: bool
+    is_bool: bool
+    is_int_list: bool
 
 
-def _fields_by_key(model: type[BaseModel]) -> dict[str, tuple[str, Any]]:
-    """A model's fields by name and by alias, worked out once per model (and again if pydantic rebuilds its
-    fields): a job with 50,000 env entries validates 50,000 EnvVars."""
-    known = _FIELDS_BY_KEY.get(model)
-    if known is None or known[0] is not model.model_fields:
-        fields = {**{f.alias: (n, f) for n, f in model.model_fields.items() if f.alias},
-                  **{n: (n, f) for n, f in model.model_fields.items()}}
-        known = _FIELDS_BY_KEY[model] = (model.model_fields, fields)
-    return known[1]
+@functools.cache
+def _value_kinds(model: type[BaseModel]) -> dict[str, _ValueKind]:
+    """Each key of `model` (a field's alias and its name) -> its _ValueKind: read from the annotations once per
+    model, not for every value of every job."""
+    kinds = {name: _ValueKind(field, _takes_outputs(field.annotation), _plain_inside(field.annotation),
+                              _is_int(field.annotation), _is_bool(field.annotation), _is_int_list(field.annotation))
+             for name, field in model.model_fields.items()}
+    return {**{field.alias: kinds[name] for name, field in model.model_fields.items() if field.alias}, **kinds}
 
 
 def _written_at() -> str:
@@ -207,13 +225,6 @@ def _written_at() -> str:
         if f"/{package}/" not in module and "/pydantic/" not in module and "<frozen" not in module:
             return f"{frame.filename}:{frame.lineno}"
     return "?"
-
-
-def resolve_input_types(*models: type[BaseModel]) -> None:
-    """Resolve the forward reference inside `pulumi.Input[T]` (Output[T]) for pydantic; every model
-    with an Input field, including subclasses, calls this once after its definition."""
-    for model in models:
-        model.model_rebuild(_types_namespace={"Output": pulumi.Output, "T": Any})
 
 
 def _quantity(value: Any, key: str | None = None) -> str:
@@ -825,10 +836,6 @@ class TrainJobArgs(CommonArgs):
             raise ValueError(f"{shown(value)} cannot be part of the job's object names: use lowercase letters, "
                              'digits and "-", starting and ending with a letter or digit (e.g. "2", "lr-3e4")')
         return value
-
-
-resolve_input_types(EnvVar, _PodFields, PodTemplate, Initializer, ExtraRole, TrainingRuntime, CommonArgs,
-                    PlatformProfile, TrainJobArgs)
 
 
 def shared_runtime(runtime: TrainingRuntime) -> Any:

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, shared_runtime
 from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
@@ -30,7 +30,6 @@ class JaxRuntime(TrainingRuntime):
     """Template of the JAX pods."""
 
 
-resolve_input_types(JaxRuntime)
 JAX_DISTRIBUTED = JaxRuntime(name="jax-distributed", node=PodTemplate(image="nvcr.io/nvidia/jax:25.10-py3"))
 BUILTIN_RUNTIMES = {JAX_DISTRIBUTED.name: JAX_DISTRIBUTED}
 
@@ -45,9 +44,6 @@ class JaxTrainJobArgs(TrainJobArgs):
     @classmethod
     def _runtime(cls, value: Any) -> Any:
         return builtin_runtime(value, "JAX", BUILTIN_RUNTIMES)
-
-
-resolve_input_types(JaxTrainJobArgs)
 
 
 class JaxOutputs(JobOutputs):

@@ -26,8 +26,11 @@ import pulumi
 from pydantic import Field, field_validator
 
 from trainjobs.kube.apivalidation import MAX_ENV_STRING
-from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+from trainjobs.core.args import (EnvVar, PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime,
                                  shared_runtime)
+# The names pydantic resolves pulumi.Input's forward reference with, in the module that declares an Input field
+# (ssh_private_key), so the models are complete when their classes are created (trainjobs.core.args).
+from trainjobs.core.args import Output, T  # noqa: F401
 from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.errors import Issue, TrainJobError, shown
 from trainjobs.core.deferred import ENCRYPTED, UNKNOWN, Derived, GeneratedSSHKey, concat
@@ -98,7 +101,6 @@ def _kubeflow_mpi_runtime(name: str, image: str) -> MpiRuntime:
     )
 
 
-resolve_input_types(MpiRuntime)
 MPI_DISTRIBUTED = MpiRuntime(name="mpi-distributed")
 DEEPSPEED_DISTRIBUTED = _kubeflow_mpi_runtime("deepspeed-distributed", "ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.3.0")
 MLX_DISTRIBUTED = _kubeflow_mpi_runtime("mlx-distributed", "ghcr.io/kubeflow/trainer/mlx-runtime:v2.3.0")
@@ -164,9 +166,6 @@ class MlxTrainJobArgs(MpiTrainJobArgs):
 
     runtime: Optional[MpiRuntime] = shared_runtime(MLX_DISTRIBUTED)
     """An MpiRuntime, or the name of a built-in one. Default: mlx-distributed."""
-
-
-resolve_input_types(MpiTrainJobArgs, DeepSpeedTrainJobArgs, MlxTrainJobArgs)
 
 
 class MpiOutputs(JobOutputs):

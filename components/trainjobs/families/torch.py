@@ -11,7 +11,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from trainjobs.core.args import (PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types,
+from trainjobs.core.args import (PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime,
                                  shared_runtime)
 from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
@@ -39,7 +39,6 @@ class TorchRuntime(TrainingRuntime):
     """Template of the trainer pods."""
 
 
-resolve_input_types(TorchRuntime)
 TORCH_DISTRIBUTED = TorchRuntime(
     name="torch-distributed",
     node=PodTemplate(image="pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"),
@@ -91,9 +90,6 @@ class TorchTrainJobArgs(TrainJobArgs):
     @classmethod
     def _runtime(cls, value: Any) -> Any:
         return builtin_runtime(value, "torch", BUILTIN_RUNTIMES)
-
-
-resolve_input_types(TorchTrainJobArgs)
 
 
 class TorchOutputs(JobOutputs):

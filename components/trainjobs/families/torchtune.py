@@ -19,7 +19,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from trainjobs.core.args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime, resolve_input_types
+from trainjobs.core.args import Initializer, PodTemplate, Resources, TrainJobArgs, builtin_runtime
 from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.family import Derivation, Family, TrainingRole
@@ -157,9 +157,6 @@ class TorchTuneTrainJobArgs(TrainJobArgs):
         if isinstance(value, TorchRuntime) and not isinstance(value, TorchTuneRuntime):
             return TorchTuneRuntime.model_construct(**{k: getattr(value, k) for k in type(value).model_fields})
         return value
-
-
-resolve_input_types(TorchTuneRuntime, TorchTuneTrainJobArgs)
 
 
 class TorchTuneOutputs(JobOutputs):

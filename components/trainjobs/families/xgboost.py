@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pulumi
 from pydantic import Field, field_validator
 
-from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, resolve_input_types, shared_runtime
+from trainjobs.core.args import PodTemplate, TrainingRuntime, TrainJobArgs, builtin_runtime, shared_runtime
 from trainjobs.pipeline.component import TrainJobComponent
 from trainjobs.core.family import Derivation, Family, TrainingRole
 from trainjobs.kube.manifests import completion_index_env
@@ -30,7 +30,6 @@ class XGBoostRuntime(TrainingRuntime):
     """Template of the XGBoost worker pods."""
 
 
-resolve_input_types(XGBoostRuntime)
 XGBOOST_DISTRIBUTED = XGBoostRuntime(name="xgboost-distributed",
                                      node=PodTemplate(image="ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0"))
 BUILTIN_RUNTIMES = {XGBOOST_DISTRIBUTED.name: XGBOOST_DISTRIBUTED}
@@ -47,9 +46,6 @@ class XGBoostTrainJobArgs(TrainJobArgs):
     @classmethod
     def _runtime(cls, value: Any) -> Any:
         return builtin_runtime(value, "XGBoost", BUILTIN_RUNTIMES)
-
-
-resolve_input_types(XGBoostTrainJobArgs)
 
 
 class XGBoostOutputs(JobOutputs):

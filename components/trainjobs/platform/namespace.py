@@ -16,7 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from trainjobs.core.args import AccessMode, Model, PlatformProfile, _quantity, parse_args, resolve_input_types
+from trainjobs.core.args import AccessMode, Model, PlatformProfile, _quantity, parse_args
 from trainjobs.core.errors import IssueCollector
 from trainjobs.kube.naming import dns_subdomain_problem, labelled_name_problem, rfc1123_label_problem
 from trainjobs.kube import apivalidation
@@ -65,9 +65,6 @@ class TrainingNamespaceArgs(Model):
     @classmethod
     def _sizes(cls, value: Any) -> Any:
         return None if value is None else _quantity(value)
-
-
-resolve_input_types(TrainingNamespaceArgs)
 
 
 class TrainingNamespaceOutputs(BaseModel):
