@@ -64,8 +64,15 @@ class Project:
         return run(["pulumi", *args, "--non-interactive"], self.dir, self.env, check)
 
     def set_config(self, config: dict[str, Any]) -> None:
-        """The stack file `Pulumi.<stack>.yaml`, which both the CLI and `trainjobs render --stack` read."""
-        (self.dir / f"Pulumi.{self.stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+        """The stack's config in `Pulumi.<stack>.yaml`, which both the CLI and `trainjobs render --stack` read."""
+        self.write_stack_file(yaml.safe_dump({"config": config}, sort_keys=False))
+
+    def write_stack_file(self, text: str) -> None:
+        """`Pulumi.<stack>.yaml` as `text`, with the encryption salt `stack init` wrote: without it the CLI adds a
+        new one and writes the file out again, its values as it read them."""
+        path = self.dir / f"Pulumi.{self.stack}.yaml"
+        salt = yaml.safe_load(path.read_text())["encryptionsalt"]
+        path.write_text(f"{text}encryptionsalt: {salt}\n")
 
     def up(self, check: bool = True) -> subprocess.CompletedProcess:
         return self.pulumi("up", "--yes", "--skip-preview", check=check)

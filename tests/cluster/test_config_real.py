@@ -52,10 +52,12 @@ def read_by(project: Project, command: list[str], dump: Path, **env: str) -> dic
 
 
 def test_the_cli_gives_the_program_what_the_render_gives_it(reader, tmp_path):
-    (reader.dir / "Pulumi.config.yaml").write_text(stack_file(VALUES))
-    engine = read_by(reader, ["pulumi", "preview", "--non-interactive"], tmp_path / "engine.json")
+    reader.write_stack_file(stack_file(VALUES))
+    written = (reader.dir / "Pulumi.config.yaml").read_text()
     rendered = read_by(reader, [*RENDER, "__main__.py", "--stack", "config", "--out", str(tmp_path / "out")],
                        tmp_path / "render.json")
+    engine = read_by(reader, ["pulumi", "preview", "--non-interactive"], tmp_path / "engine.json")
+    assert (reader.dir / "Pulumi.config.yaml").read_text() == written   # both read the same file
     disagree = {VALUES[int(key.split(".")[0][1:])]["yaml"]: (key, engine.get(key), rendered.get(key))
                 for key in engine.keys() | rendered.keys() if engine.get(key) != rendered.get(key)}
     assert disagree == {}
@@ -64,17 +66,19 @@ def test_the_cli_gives_the_program_what_the_render_gives_it(reader, tmp_path):
 
 @pytest.mark.parametrize("case", [case for case in REFUSED if case["error"] != ZONED], ids=lambda case: case["yaml"])
 def test_a_value_the_render_refuses_the_cli_refuses(reader, tmp_path, case):
-    (reader.dir / "Pulumi.config.yaml").write_text(f"config:\n  reader:o:\n    v: {case['yaml']}\n")
+    reader.write_stack_file(f"config:\n  reader:o:\n    v: {case['yaml']}\n")
     done = reader.pulumi("preview", check=False)
-    assert done.returncode != 0, done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "error: getting stack configuration: invalid YAML file: " in done.stderr, done.stdout + done.stderr
 
 
 def test_a_zoned_time_reaches_the_program_in_the_machines_zone(reader, tmp_path):
     """Why the render refuses it: the same stack file gives the program another value in another zone."""
     (case,) = [case for case in REFUSED if case["error"] == ZONED]
-    (reader.dir / "Pulumi.config.yaml").write_text(stack_file([case]))
     preview = ["pulumi", "preview", "--non-interactive"]
-    utc = read_by(reader, preview, tmp_path / "utc.json", TZ="UTC")
-    karachi = read_by(reader, preview, tmp_path / "karachi.json", TZ="Asia/Karachi")
-    assert utc["k0"] != karachi["k0"]
+    read = {}
+    for zone in ("UTC", "Asia/Karachi"):   # Karachi's offset is the time's: Go names the zone
+        reader.write_stack_file(stack_file([case]))
+        read[zone] = read_by(reader, preview, tmp_path / "read.json", TZ=zone)["k0"]
+    assert read["UTC"] != read["Asia/Karachi"], read
 
