@@ -10,9 +10,13 @@ import pytest
 
 from pulumi_cli import REPO, Project, create_namespace, delete_namespace, kubectl_json
 
-# kwok's pod stages: a pod that never completes, one that completes after a delay, one that fails.
-NEVER_COMPLETES = {"pod-complete.stage.kwok.x-k8s.io/weight": "0"}
-COMPLETES_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
+# kwok's pod stages: a pod that completes after a delay (a Go duration, its jitter the same), one that runs past
+# any test, one that fails.
+def completes_after(delay: str) -> dict[str, str]:
+    return {"pod-complete.stage.kwok.x-k8s.io/delay": delay, "pod-complete.stage.kwok.x-k8s.io/jitter-delay": delay}
+
+
+NEVER_COMPLETES = completes_after("3600s")
 FAILS = {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}
 FAILS_WITH = "pod-container-running-failed.stage.kwok.x-k8s.io/exit-code"
 
@@ -47,9 +51,9 @@ def test_up_returns_once_the_jobs_are_created(tmp_path, cluster_env):
 
 
 def test_up_waits_for_the_jobs_to_complete(tmp_path, cluster_env):
-    """The pods complete 10 s after they run: `up` returned after that, as the Job is complete when it returns."""
+    """The pods complete 20 s after they run: `up` returned after that, as the Job is complete when it returns."""
     with deployed(tmp_path, cluster_env, "waits", "jobs", wait_for_completion=True,
-                  annotations={COMPLETES_AFTER: "10000"}) as (project, namespace):
+                  annotations=completes_after("20s")) as (project, namespace):
         project.up()
         job = kubectl_json(project.env, "get", "job", "waits-node-0", "-n", namespace)
         assert "pulumi.com/skipAwait" not in job["metadata"]["annotations"]
