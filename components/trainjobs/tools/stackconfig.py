@@ -162,15 +162,16 @@ _GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", 
 _GO_ESCAPED = re.compile('["\\\\<>&\u2028\u2029\x00-\x1f]')
 
 
-def _go_json(value: Any) -> str:
+def _go_json(value: Any, nested: bool = False) -> str:
     """`value` as Go's encoding/json writes it: compact, keys sorted, HTML characters escaped, floats in
-    the shortest form (`1e+21`, `0.5`, `100000000000000000000`)."""
+    the shortest form (`1e+21`, `0.5`, `100000000000000000000`). Inside a list or mapping (`nested`) Pulumi
+    holds an integer beyond int64 (yaml.v3 reads it as a uint64) as a float64: 2**63 is 9223372036854776000."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        return _go_json(float(value)) if nested and not -_INT64 <= value < _INT64 else str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{value} is not a number JSON can carry, and Pulumi passes config as JSON")
@@ -180,9 +181,9 @@ def _go_json(value: Any) -> str:
     if isinstance(value, str):
         return '"' + _GO_ESCAPED.sub(lambda m: _GO_ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", value) + '"'
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_go_json(k)}:{_go_json(v)}" for k, v in sorted(value.items())) + "}"
+        return "{" + ",".join(f"{_go_json(k)}:{_go_json(v, True)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_go_json(v) for v in value) + "]"
+        return "[" + ",".join(_go_json(v, True) for v in value) + "]"
     raise TypeError(f"{type(value).__name__} is not config data")
 
 
