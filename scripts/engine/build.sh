@@ -31,6 +31,10 @@ module_dir() { (cd "$1" && go mod download -json "$2@$3") | sed -n 's/^\t"Dir": 
 # Starts a build directory; prints nothing when the component's build is already there.
 start() {  # component version
   dest=$CACHE/$1-$2
+  mkdir -p "$CACHE"
+  # One build of a component at a time: a second caller waits for the first, then finds its build.
+  exec {lock}> "$dest.lock"
+  flock "$lock"
   if [[ -e $dest/bin/.built ]]; then log "$1 $2: cached in $dest/bin"; return 1; fi
   rm -rf "$dest/src" "$dest/bin"
   mkdir -p "$dest/src" "$dest/bin"
