@@ -158,7 +158,7 @@ up() {
   launch kube-scheduler "$K8S/kube-scheduler" --kubeconfig "$STATE/kubeconfig" --leader-elect=false \
     --secure-port 0
   local stage stages=()
-  for stage in "$KWOK"/*.yaml; do stages+=(--config "$stage"); done
+  for stage in "$KWOK"/*.yaml "$here"/kwok-*.yaml; do stages+=(--config "$stage"); done
   launch kwok "$KWOK/kwok" --kubeconfig "$STATE/kubeconfig" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --server-address "" \
     --cidr 10.244.0.1/16 --node-ip 127.0.0.1 --node-lease-duration-seconds 40 \
