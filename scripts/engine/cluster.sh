@@ -113,6 +113,7 @@ up() {
   rm -rf "$STATE"
   mkdir -p "$STATE"/{pids,logs,pki,etcd,pulumi-home,backend}
   chmod 700 "$STATE/etcd" "$STATE/pki"
+  trap down EXIT  # a start that fails stops what it started
   # The CLI uses the language host found next to its own binary without a warning: both are linked into one folder.
   mkdir "$STATE/bin"
   local f
@@ -202,6 +203,7 @@ EOF
     | grep -c True) == $NODES ]]"
   wait_for kube-controller-manager 120 kubectl_ get serviceaccount default
 
+  trap - EXIT
   env_lines > "$STATE/env"
   log "up in $(($(date +%s) - t0)) s; state in $STATE; to use it:"
   cat "$STATE/env"
