@@ -11,7 +11,8 @@ TIMEOUT = 300
 
 
 def kubectl(env, *args, stdin=None) -> str:
-    done = subprocess.run(["kubectl", *args], input=stdin, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    done = subprocess.run(["kubectl", *args], input=stdin, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT + 60)  # past kubectl's own --timeout, which reports what it waited for
     assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
     return done.stdout
 
