@@ -10,7 +10,7 @@ OTHER_PYTHONS ?= 3.10 3.13
 TEST_WORKERS ?= 4
 OUT ?= rendered/$(STACK)
 
-.PHONY: render test bench clean
+.PHONY: render test bench clean cluster cluster-down test-cluster
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -38,6 +38,20 @@ test: $(VENV)/.installed-test
 # MPI hosts (needs root and the e2e packages). See docs/performance.md.
 bench: $(VENV)/.installed
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# The real engine on this machine (docs/real-engine.md): builds the Pulumi CLI, the Kubernetes provider and a
+# control plane from Go modules (cached in ~/.cache/trainjobs-engine; the first build takes long), starts them
+# with state in .cluster/, prints the export lines (also in .cluster/env). `make cluster-down` stops it all.
+cluster:
+	scripts/engine/cluster.sh up
+
+cluster-down:
+	scripts/engine/cluster.sh down
+
+# The real-engine suite (tests/cluster), on the cluster of `make cluster`, started if needed.
+test-cluster: $(VENV)/.installed-test
+	scripts/engine/cluster.sh up > /dev/null
+	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest tests/cluster $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) rendered .pytest_cache

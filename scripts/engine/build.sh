@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Builds one component of the real engine and control plane from Go modules the module proxy serves, into
+# $TRAINJOBS_ENGINE_CACHE/<component>-<version>/bin (default ~/.cache/trainjobs-engine), outside any work tree.
+# A build is keyed by version: once its bin/.built exists, later calls (a fresh clone's CI run too) reuse it.
+#
+#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-kubernetes|crds|all
+#
+# Each component is built in a module of its own (<component>-<version>/src) whose go.mod requires the upstream
+# module; nothing of another project is kept in this repository.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.sh
+. "$here/versions.sh"
+
+CACHE=${TRAINJOBS_ENGINE_CACHE:-$HOME/.cache/trainjobs-engine}
+PROXY=${GOPROXY_URL:-https://proxy.golang.org}
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+log() { printf '[build %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# The go.mod the proxy serves for a module version (module paths with capitals are escaped as the proxy wants).
+proxy_mod() {
+  local path
+  path=$(printf '%s' "$1" | sed -E 's/([A-Z])/!\L\1/g')
+  curl -fsSL "$PROXY/$path/@v/$2.mod"
+}
+
+# The directory of a module version in the module cache, downloaded if missing.
+module_dir() { (cd "$1" && go mod download -json "$2@$3") | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+
+# Starts a build directory; prints nothing when the component's build is already there.
+start() {  # component version
+  dest=$CACHE/$1-$2
+  mkdir -p "$CACHE"
+  # One build of a component at a time: a second caller waits for the first, then finds its build.
+  exec {lock}> "$dest.lock"
+  flock "$lock"
+  if [[ -e $dest/bin/.built ]]; then log "$1 $2: cached in $dest/bin"; return 1; fi
+  rm -rf "$dest/src" "$dest/bin"
+  mkdir -p "$dest/src" "$dest/bin"
+  t0=$(date +%s)
+  log "$1 $2: building in $dest"
+}
+
+finish() {  # component version
+  echo "$(( $(date +%s) - t0 ))" > "$dest/bin/.seconds"
+  touch "$dest/bin/.built"
+  log "$1 $2: built in $(cat "$dest/bin/.seconds") s: $(cd "$dest/bin" && ls | tr '\n' ' ')"
+}
+
+# kube-apiserver, kube-controller-manager, kube-scheduler. k8s.io/kubernetes requires its staging modules at
+# v0.0.0 and replaces them by local folders, which a dependent module ignores: its replaces point each one at
+# the published v0.<minor>.<patch>, generated from the go.mod the proxy serves.
+build_kubernetes() {
+  local v=$K8S_VERSION minor patch
+  start kubernetes "$v" || return 0
+  minor=${v#v1.}; patch=${minor#*.}; minor=${minor%%.*}
+  local upstream
+  upstream=$(proxy_mod k8s.io/kubernetes "$v")
+  {
+    echo "module trainjobs.invalid/engine/kubernetes"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go//')"
+    echo
+    grep -E '^godebug ' <<<"$upstream" || true
+    echo
+    echo "require k8s.io/kubernetes $v"
+    echo
+    echo "replace ("
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/src/k8s\.io/[a-z0-9-]+' <<<"$upstream" |
+      awk -v ver="v0.$minor.$patch" '{print "\t" $1 " => " $1 " " ver}'
+    echo ")"
+  } > "$dest/src/go.mod"
+  local vpkg ld=""
+  for vpkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $vpkg.gitVersion=$v -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
+    ld+=" -X $vpkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  (cd "$dest/src" && go build -trimpath -ldflags "-s -w$ld" -o "$dest/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler)
+  finish kubernetes "$v"
+}
+
+# etcd's server module has local replaces, so `go install` refuses it; a module requiring it builds it.
+build_etcd() {
+  local v=$ETCD_VERSION
+  start etcd "$v" || return 0
+  printf 'module trainjobs.invalid/engine/etcd\n\ngo %s\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
+  (cd "$dest/src" && go build -trimpath -ldflags "-s -w" -o "$dest/bin/etcd" go.etcd.io/etcd/server/v3)
+  finish etcd "$v"
+}
+
+build_kwok() {
+  local v=$KWOK_VERSION
+  start kwok "$v" || return 0
+  printf 'module trainjobs.invalid/engine/kwok\n\ngo %s\n\nrequire sigs.k8s.io/kwok %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
+  (cd "$dest/src" && go build -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$v" -o "$dest/bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  local dir; dir=$(module_dir "$dest/src" sigs.k8s.io/kwok "$v")
+  # The stages kwok plays: nodes come up and stay Ready; pods are created, run and complete (those of a Job), or
+  # fail when labelled so (the chaos stage); deleted pods go away.
+  local stage
+  for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+      pod/general/pod-create pod/general/pod-init-container-running pod/general/pod-init-container-completed \
+      pod/general/pod-ready pod/general/pod-complete pod/general/pod-delete pod/chaos/pod-container-running-failed; do
+    install -m 0644 "$dir/kustomize/stage/$stage.yaml" "$dest/bin/"
+  done
+  finish kwok "$v"
+}
+
+# The CLI: pkg/v3 replaces sdk/v3 by a local folder and github.com/atotto/clipboard by a fork; a module requiring
+# both at one version, with pkg's other replaces, builds it.
+build_pulumi() {
+  local v=$PULUMI_VERSION upstream
+  start pulumi "$v" || return 0
+  upstream=$(proxy_mod github.com/pulumi/pulumi/pkg/v3 "$v")
+  {
+    printf 'module trainjobs.invalid/engine/pulumi\n\ngo %s\n\n' "$(go env GOVERSION | sed 's/^go//')"
+    printf 'require (\n\tgithub.com/pulumi/pulumi/pkg/v3 %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\n' "$v" "$v"
+    grep -E '^replace .* => [^.]' <<<"$upstream" || true
+  } > "$dest/src/go.mod"
+  (cd "$dest/src" && go build -trimpath -tags osusergo,grpcnotrace \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
+    -o "$dest/bin/" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+  finish pulumi "$v"
+}
+
+# The Python language host. The proxy does not serve upstream's module, so this is the project's own
+# (scripts/engine/langhost), keyed by its source's hash too; next to it the scripts it runs, from the sdk/v3 zip:
+# pulumi-language-python-exec and the dynamic providers' pulumi-resource-pulumi-python.
+build_langhost() {
+  local v key
+  key=$(cat "$here/langhost/main.go" | sha256sum | cut -c1-12)
+  v=$PULUMI_VERSION-$key
+  start langhost "$v" || return 0
+  printf 'module trainjobs.invalid/engine/langhost\n\ngo %s\n\nrequire github.com/pulumi/pulumi/sdk/v3 %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "$PULUMI_VERSION" > "$dest/src/go.mod"
+  cp "$here/langhost/main.go" "$dest/src/"
+  (cd "$dest/src" && go build -trimpath -ldflags "-s -w -X main.version=${PULUMI_VERSION#v}" \
+    -o "$dest/bin/pulumi-language-python" .)
+  local sdk; sdk=$(module_dir "$dest/src" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_VERSION")
+  install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$sdk/python/dist/pulumi-resource-pulumi-python" \
+    "$dest/bin/"
+  finish langhost "$v"
+}
+
+# The Kubernetes provider's main embeds a schema and a mapping that upstream generates (and does not publish):
+# its main package, its generator and their sources are copied from the module zip and generated here.
+build_pulumi_kubernetes() {
+  local v=$PULUMI_KUBERNETES_VERSION pseudo=$PULUMI_KUBERNETES_MODULE_VERSION
+  start pulumi-kubernetes "$v" || return 0
+  printf 'module trainjobs.invalid/engine/pulumi-kubernetes\n\ngo %s\n\nrequire github.com/pulumi/pulumi-kubernetes/provider/v4 %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "$pseudo" > "$dest/src/go.mod"
+  local dir; dir=$(module_dir "$dest/src" github.com/pulumi/pulumi-kubernetes/provider/v4 "$pseudo")
+  mkdir -p "$dest/src/cmd"
+  cp "$dir"/cmd/pulumi-resource-kubernetes/{main.go,generate.go,schema.json,terraform-mapping.json} "$dest/src/cmd/"
+  chmod u+w "$dest"/src/cmd/*
+  (cd "$dest/src/cmd" && VERSION=${v#v} go run ./generate.go)
+  (cd "$dest/src" && go build -trimpath \
+    -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${v#v}" \
+    -o "$dest/bin/pulumi-resource-kubernetes" ./cmd)
+  finish pulumi-kubernetes "$v"
+}
+
+# The CRDs of JobSet and Kueue, as their module zips carry them (without kustomize's webhook patches).
+build_crds() {
+  local v=jobset-$JOBSET_VERSION-kueue-$KUEUE_VERSION
+  start crds "$v" || return 0
+  printf 'module trainjobs.invalid/engine/crds\n\ngo %s\n' "$(go env GOVERSION | sed 's/^go//')" > "$dest/src/go.mod"
+  local jobset kueue
+  jobset=$(module_dir "$dest/src" sigs.k8s.io/jobset "$JOBSET_VERSION")
+  kueue=$(module_dir "$dest/src" sigs.k8s.io/kueue "$KUEUE_VERSION")
+  cp "$jobset"/config/components/crd/bases/*.yaml "$kueue"/config/components/crd/bases/*.yaml "$dest/bin/"
+  chmod u+w "$dest"/bin/*.yaml
+  finish crds "$v"
+}
+
+main() {
+  case ${1:-all} in
+    kubernetes) build_kubernetes ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    pulumi) build_pulumi ;;
+    langhost) build_langhost ;;
+    pulumi-kubernetes) build_pulumi_kubernetes ;;
+    crds) build_crds ;;
+    all) build_crds; build_etcd; build_kwok; build_pulumi; build_langhost; build_pulumi_kubernetes; build_kubernetes ;;
+    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-kubernetes|crds|all" >&2; exit 2 ;;
+  esac
+}
+
+# On one line with its exit: a running build is not disturbed when this file is edited.
+main "$@"; exit $?
