@@ -97,7 +97,7 @@ def test_mpi_jobset_is_shaped_as_kubeflow_creates_it():
     assert [j["metadata"]["name"] for j in child_jobs(js)] == ["job-node-0", "job-launcher-0"]
     # Pulumi's await annotations sit on the JobSet, not on the Jobs its controller makes.
     assert js["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    assert all("pulumi.com/skipAwait" not in (r["template"]["metadata"].get("annotations") or {})
+    assert all(not {"pulumi.com/skipAwait", "pulumi.com/waitFor"} & set(r["template"]["metadata"].get("annotations") or {})
                for r in spec["replicatedJobs"])
 
 

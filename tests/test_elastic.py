@@ -44,7 +44,7 @@ def test_a_node_range_renders_torchruns_min_max_on_a_job_made_for_the_most_pods(
     assert "PET_NODE_RANK" not in env
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"   # a pod that joins a later round finds its store
     # The Job says the most pods; the fewest, for every tool that counts them:
-    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true", "trainjobs.io/min-pods": "2"}
+    assert job["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}", "trainjobs.io/min-pods": "2"}
 
 
 def test_the_same_range_in_every_shape_renders_the_same_job():
@@ -88,7 +88,7 @@ def test_a_fixed_size_job_is_unchanged():
 def test_under_kueue_the_job_is_admitted_in_part_by_default():
     job = job_of({**ELASTIC, **KUEUE})
     assert job["metadata"]["annotations"] == {
-        "pulumi.com/skipAwait": "true", "kueue.x-k8s.io/job-min-parallelism": "2",
+        "pulumi.com/waitFor": "jsonpath={.metadata.uid}", "kueue.x-k8s.io/job-min-parallelism": "2",
         "kueue.x-k8s.io/job-completions-equal-parallelism": "true", "trainjobs.io/min-pods": "2"}
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team"
     # Kueue marks the Job, not its pods.

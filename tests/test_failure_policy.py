@@ -122,8 +122,10 @@ def test_a_changed_policy_replaces_the_job_instead_of_failing_as_immutable():
     result = run(lambda: TorchTrainJob("llm", {"image": "img:1"}))
     job = next(r for r in result.resources if r.is_kubernetes and r.name == "llm-node-0")
     assert job.replace_on_changes == ("spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.maxFailedIndexes")
+    # The old Job goes first: the new one has its name (the provider, finding no replacement itself, would not say so).
+    assert job.delete_before_replace
     service = next(r for r in result.resources if r.is_kubernetes and r.name == "llm")
-    assert service.replace_on_changes == ()
+    assert service.replace_on_changes == () and not service.delete_before_replace
     from trainjobs.tools.cli.render import changes
     before = [r.manifest for r in result.kubernetes()]
     after = [r.manifest for r in run(lambda: TorchTrainJob("llm", {"image": "img:1", "failure_policy": {

@@ -182,9 +182,10 @@ def test_shm_can_be_turned_off():
     assert "volumeMounts" not in node
 
 
-def test_skip_await_by_default_and_wait_knob():
+def test_a_job_is_awaited_until_it_exists_by_default_and_wait_knob():
     _, job = derive(TORCH, "demo", TorchTrainJobArgs()).manifests
-    assert job["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    # Not skipAwait: pulumi-kubernetes would then not await the Job's deletion when replacing it.
+    assert job["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
     _, job = derive(TORCH, "demo", TorchTrainJobArgs(wait_for_completion=True, wait_timeout_seconds=7200)).manifests
     assert job["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "7200"}
 

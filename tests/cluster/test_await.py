@@ -46,7 +46,7 @@ def test_up_returns_once_the_jobs_are_created(tmp_path, cluster_env):
     with deployed(tmp_path, cluster_env, "created", "jobs", annotations=NEVER_COMPLETES) as (project, namespace):
         project.up()
         job = kubectl_json(project.env, "get", "job", "created-node-0", "-n", namespace)
-        assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        assert job["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.metadata.uid}"
         assert not conditions(job).keys() & {"Complete", "Failed"}
 
 
@@ -56,7 +56,7 @@ def test_up_waits_for_the_jobs_to_complete(tmp_path, cluster_env):
                   annotations=completes_after("20s")) as (project, namespace):
         project.up()
         job = kubectl_json(project.env, "get", "job", "waits-node-0", "-n", namespace)
-        assert "pulumi.com/skipAwait" not in job["metadata"]["annotations"]
+        assert not {"pulumi.com/skipAwait", "pulumi.com/waitFor"} & job["metadata"]["annotations"].keys()
         assert "Complete" in conditions(job)
         assert job["status"]["succeeded"] == 2
 

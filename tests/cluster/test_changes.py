@@ -36,11 +36,6 @@ CLASSES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 JOB_NAMES = {change: change.replace("_", "-") for change in CLASSES}
 OTHER_BACKEND = {"jobs": "jobset", "jobset": "jobs"}
-# A known failure, to be fixed in the library: a Job annotated pulumi.com/skipAwait is deleted without waiting
-# (pulumi-kubernetes skips a Job's deletion await with it), so the replacement of the same name is applied while
-# the old Job is still being deleted, and the API server answers with a server-side apply field conflict.
-UP_FAILS_REPLACING_JOBS = ("pulumi up fails replacing a Job annotated pulumi.com/skipAwait: its deletion is not "
-                           "awaited, and the replacement meets the old Job still being deleted")
 
 
 def entries(backend: str, namespace: str, after: bool) -> list[dict[str, Any]]:
@@ -135,11 +130,9 @@ def test_training_restarts_exactly_on_the_replaced_workloads(outcome, change):
 
 
 @pytest.mark.parametrize("change", CLASSES)
-def test_up_makes_the_change(request, outcome, change):
+def test_up_makes_the_change(outcome, change):
     """Created objects exist, deleted ones are gone, replaced ones are new objects, updated ones the same
     objects; and each holds what the render wrote."""
-    if outcome.backend == "jobs":
-        request.applymarker(pytest.mark.xfail(reason=UP_FAILS_REPLACING_JOBS))
     assert outcome.up.returncode == 0, outcome.up.stdout + outcome.up.stderr
     before, after = of_class(change, outcome.before), of_class(change, outcome.after)
     assert set(after) == set(of_class(change, outcome.rendered))

@@ -43,7 +43,9 @@ class JobsBackend:
     kinds = ("Job",)
     # pulumi-kubernetes itself replaces a Job whose template or counts change, but not for the failure policy.
     replace_on_changes = IMMUTABLE_PATHS
-    delete_before_replace = False
+    # Its name is taken until the old Job is gone: pulumi-kubernetes deletes first only when it finds the
+    # replacement itself, not when these paths force it.
+    delete_before_replace = True
     start_order = frozenset({COMPLETE})   # Pulumi awaits a Job's completion, not its pods' readiness
     creates_service = False   # the pods' DNS names come from the job's own Service
     # What pulumi-kubernetes replaces a Job for by itself, and the failure-policy fields above: the change list's.

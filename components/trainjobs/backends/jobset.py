@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, Workload
-from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, metadata
+from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR, metadata
 from trainjobs.kube.naming import MAX_DNS_LABEL
 from . import Assembly, PodSet, jobs, register
 from .copies import (EXCLUSIVE_TOPOLOGY, JOB, METADATA_ANNOTATIONS, METADATA_LABELS, POD, TEMPLATE_ANNOTATIONS,
@@ -41,7 +41,6 @@ PREFIX = "jobset.sigs.k8s.io/"
 JOBSET_NAME = PREFIX + "jobset-name"
 REPLICATED_JOB = PREFIX + "replicatedjob-name"
 RESTART_ATTEMPT = PREFIX + "restart-attempt"
-WAIT_FOR = "pulumi.com/waitFor"
 # What Pulumi waits for when the job waits for completion (pulumi-kubernetes' generic await).
 COMPLETED = "condition=Completed"
 # The failure-policy rule a fatal exit code fires. The JobSet webhook takes rule names of letters, digits,
@@ -49,8 +48,9 @@ COMPLETED = "condition=Completed"
 FATAL_RULE = "fatal_exit_code"
 # The Job condition reason Kubernetes sets when a podFailurePolicy FailJob rule fails a Job.
 POD_FAILURE_POLICY = "PodFailurePolicy"
-# Annotations that tell Pulumi how to await an object: they move from the Jobs to the JobSet.
-_AWAIT_ANNOTATIONS = (SKIP_AWAIT, TIMEOUT_SECONDS)
+# Annotations that tell Pulumi how to await an object: the Jobs' leave them to the JobSet, which is awaited
+# in its own way.
+_AWAIT_ANNOTATIONS = (WAIT_FOR, TIMEOUT_SECONDS)
 # Job fields that move to the JobSet: a child Job deleted by its own TTL while the JobSet runs (an initializer
 # done before training ends) would be created again by the controller (`constructJobsFromTemplate`), and run again.
 _MOVED_TO_JOBSET = ("ttlSecondsAfterFinished",)
@@ -91,9 +91,12 @@ class JobSetBackend:
         # The job's own annotations, without those the controller would copy from the JobSet onto every child
         # Job and pod (exclusive placement): they stay on the replicated jobs whose pods they are for.
         annotations = {k: v for k, v in first.annotations.items()
-                       if not {JOB, POD} & set(reaches(KIND, METADATA_ANNOTATIONS, k))}
+                       if k != WAIT_FOR and not {JOB, POD} & set(reaches(KIND, METADATA_ANNOTATIONS, k))}
+        # skipAwait is enough for a custom resource: pulumi-kubernetes still awaits its deletion.
         if args.wait_for_completion:
             annotations[WAIT_FOR] = COMPLETED
+        else:
+            annotations[SKIP_AWAIT] = "true"
         labels = {k: v for k, v in first.labels.items() if k not in (LABEL_ROLE, "app.kubernetes.io/component")}
         spec: dict[str, Any] = {
             "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},

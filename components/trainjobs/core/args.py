@@ -683,8 +683,8 @@ class CommonArgs(_PodFields):
     ttl_seconds_after_finished: Optional[int] = Field(default=None, ge=0, le=INT32_MAX)
     """Job TTL. With Pulumi or GitOps managing the Job, a TTL deletion is drift and the next update re-runs it."""
     wait_for_completion: Optional[bool] = False
-    """False annotates Jobs `pulumi.com/skipAwait: "true"` so `pulumi up` returns once they are created;
-    true makes `pulumi up` wait for them to complete."""
+    """False annotates Jobs `pulumi.com/waitFor: "jsonpath={.metadata.uid}"` (a JobSet `pulumi.com/skipAwait`) so
+    `pulumi up` returns once they are created; true makes `pulumi up` wait for them to complete."""
     wait_timeout_seconds: Optional[int] = Field(default=None, ge=1, le=INT32_MAX)
     """With wait_for_completion, `pulumi.com/timeoutSeconds`. Default: the provider's (10 minutes)."""
     backend: Optional[str] = "jobs"

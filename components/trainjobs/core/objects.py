@@ -7,8 +7,9 @@ from typing import Any
 from trainjobs.core.args import DEFAULT_SHM_SIZE, PodTemplate, Resources, TrainingRuntime, TrainJobArgs
 from trainjobs.core.naming import claim_template_name
 from trainjobs.core.podsets import PodSetSpec
-from trainjobs.kube.manifests import (LABEL_JOB, LABEL_ROLE, LABEL_RUN, SERVICE_ROLE, SHM_VOLUME, SKIP_AWAIT,
-                                      TIMEOUT_SECONDS, MAIN_CONTAINER, host_network, metadata, metadata_without_name)
+from trainjobs.kube.manifests import (EXISTS, LABEL_JOB, LABEL_ROLE, LABEL_RUN, SERVICE_ROLE, SHM_VOLUME,
+                                      TIMEOUT_SECONDS, WAIT_FOR, MAIN_CONTAINER, host_network, metadata,
+                                      metadata_without_name)
 from trainjobs.kube.quantity import ceil_value, parse_quantity
 from trainjobs.kube.resources import DEVICE_CLAIM, claim_template, device_resource, is_extended_resource, is_gpu
 from trainjobs.kube.templates import overlay, upsert
@@ -101,7 +102,7 @@ def pod_set(name: str, role: str, pods: int, template: PodTemplate, main_contain
         if args.wait_timeout_seconds:
             job_annotations[TIMEOUT_SECONDS] = str(args.wait_timeout_seconds)
     else:
-        job_annotations[SKIP_AWAIT] = "true"
+        job_annotations[WAIT_FOR] = EXISTS
 
     volumes = upsert(list(template.volumes or []), list(extra_volumes), key=lambda v: v.get("name"))
     mounts = main_container.get("volumeMounts", [])

@@ -56,7 +56,7 @@ class PodSetSpec:
     labels: dict[str, str]
     """Labels of the object that holds these pods (the role's Job, or the replicated job)."""
     annotations: dict[str, str]
-    """Annotations of that object, with how Pulumi awaits it (skipAwait, timeoutSeconds)."""
+    """Annotations of that object, with how Pulumi awaits it (waitFor, timeoutSeconds)."""
     starts_after: tuple[StartAfter, ...] = ()
     gang: bool = False
     """Training pods: they run together (the gang a gang scheduler places whole) and get the failure

@@ -16,6 +16,11 @@ MIN_PODS = "trainjobs.io/min-pods"
 COMPLETION_INDEX_FIELD = f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
+WAIT_FOR = "pulumi.com/waitFor"
+# What `pulumi up` awaits of a Job it does not wait for: that it exists. Unlike skipAwait, which pulumi-kubernetes
+# also applies to a Job's deletion, waitFor leaves deletion awaited, so a replacement Job of the same name is
+# created only once the old one and its pods are gone.
+EXISTS = "jsonpath={.metadata.uid}"
 MAIN_CONTAINER = "node"
 SHM_VOLUME = "dshm"
 SERVICE_ROLE = "network"

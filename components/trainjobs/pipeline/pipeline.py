@@ -46,7 +46,7 @@ class TrainJobPlan:
     manifests: tuple[dict[str, Any], ...]
     outputs: JobOutputs
     # (dependent, prerequisite) object names: under `pulumi up` the dependent is created only
-    # after the prerequisite is ready (for a Job without skipAwait: complete).
+    # after the prerequisite is ready (for a Job that waits for completion: complete).
     ordering: tuple[tuple[str, str], ...] = ()
     # Object name -> input paths Pulumi leaves alone (fields a scheduler such as Kueue owns).
     ignore_changes: tuple[tuple[str, tuple[str, ...]], ...] = ()
