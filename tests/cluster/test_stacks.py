@@ -106,7 +106,7 @@ def test_dev_stack_preview_up_no_changes_destroy(pulumi_env, dev_platform, tmp_p
 
     try:
         run(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive"], work, pulumi_env)
-        # The stack's Jobs are not awaited (pulumi.com/skipAwait): kwok completes their pods in seconds.
+        # The stack's Jobs are awaited only until they exist (pulumi.com/waitFor): kwok completes their pods in seconds.
         run(["kubectl", "wait", "--for=condition=Complete", "--timeout=300s", "job/mnist-ddp-node-0", "-n", "default"],
             REPO, pulumi_env)
         run(["kubectl", "wait", "--for=condition=Complete", "--timeout=300s", "job/llama-finetune-node-0", "-n", "ml"],
