@@ -25,11 +25,11 @@ def namespace(cluster_env):
     kubectl(cluster_env, "delete", "namespace", name, "--wait", f"--timeout={TIMEOUT}s", "--ignore-not-found")
 
 
-def job(name: str, labels: dict, annotations: dict) -> str:
-    """An Indexed Job of 2 pods with a pod failure policy, as the library renders them."""
+def job(name: str, labels: dict, annotations: dict, pods: int = 2) -> str:
+    """An Indexed Job of `pods` pods with a pod failure policy, as the library renders them."""
     return json.dumps({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"backoffLimit": 0, "completions": 2, "parallelism": 2, "completionMode": "Indexed",
+        "spec": {"backoffLimit": 0, "completions": pods, "parallelism": pods, "completionMode": "Indexed",
                  "podFailurePolicy": {"rules": [{"action": "Ignore",
                                                  "onPodConditions": [{"type": "DisruptionTarget"}]}]},
                  "template": {"metadata": {"labels": labels, "annotations": annotations},
@@ -46,7 +46,8 @@ def test_a_jobs_pods_succeed(cluster_env, namespace):
 
 def test_a_pod_fails_with_the_exit_code_its_annotation_asks(cluster_env, namespace):
     failing = job("bad", {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"},
-                  {"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "3"})
+                  {"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "3"}, pods=1)
+    # One pod: with two, the Job's failure deletes the other, which may still run (then it stops with 137).
     kubectl(cluster_env, "apply", "-n", namespace, "-f", "-", stdin=failing)
     kubectl(cluster_env, "wait", "-n", namespace, "--for=condition=Failed", f"--timeout={TIMEOUT}s", "job/bad")
     pods = json.loads(kubectl(cluster_env, "get", "pods", "-n", namespace, "-o", "json"))["items"]
