@@ -7,6 +7,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,11 +58,14 @@ def project(src_files: dict[str, Path | str], dest: Path) -> Path:
     return dest
 
 
-def objects_left(env: dict[str, str], namespaces: list[str]) -> list[str]:
-    """Every Job, pod, Service, ConfigMap and Secret of the stack's namespaces, but the cluster's own."""
+OBJECT_KINDS = "jobs,pods,services,configmaps,secrets,persistentvolumeclaims"
+
+
+def objects_left(env: dict[str, str], namespaces: list[str], kinds: str = OBJECT_KINDS) -> list[str]:
+    """Every object of these kinds in the stack's namespaces, but the cluster's own; stuck finalizers named."""
     left = []
     for ns in namespaces:
-        for item in kubectl_json(env, "get", "jobs,pods,services,configmaps,secrets", "-n", ns)["items"]:
+        for item in kubectl_json(env, "get", kinds, "-n", ns)["items"]:
             name = item["metadata"]["name"]
             if name in ("kubernetes", "kube-root-ca.crt"):
                 continue
@@ -172,3 +176,60 @@ def test_secret_config_value_is_never_plaintext_in_state(pulumi_env, tmp_path):
     finally:
         run(["pulumi", "destroy", "--yes", "--skip-preview", "--non-interactive"], work, pulumi_env)
     assert objects_left(pulumi_env, ["llm"]) == []
+
+
+def ssh_key(tmp_path: Path) -> str:
+    """A fresh unencrypted private key, as `ssh-keygen` writes it."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test-mpi", "-f", str(tmp_path / "mpi_key")],
+                   check=True, capture_output=True)
+    return (tmp_path / "mpi_key").read_text()
+
+
+def preview_up_no_changes_destroy(work: Path, env: dict[str, str]) -> tuple[list[tuple[str, str]], str]:
+    """preview, up, preview --expect-no-changes, destroy; the (type, name) of every resource the preview
+    creates and the state of the stack after up, as `pulumi stack export` prints it."""
+    preview = json.loads(run(["pulumi", "preview", "--json", "--non-interactive"], work, env).stdout)
+    created = sorted((urn.split("::")[2].split("$")[-1], urn.split("::")[3])
+                     for urn in (step["urn"] for step in preview["steps"] if step["op"] == "create"))
+    try:
+        run(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive"], work, env)
+        exported = run(["pulumi", "stack", "export"], work, env).stdout
+        run(["pulumi", "preview", "--expect-no-changes", "--non-interactive", "--diff"], work, env)
+    finally:
+        run(["pulumi", "destroy", "--yes", "--skip-preview", "--non-interactive"], work, env)
+    state = json.loads(run(["pulumi", "stack", "export"], work, env).stdout)
+    assert [r["type"] for r in state["deployment"].get("resources", [])] == []
+    return created, exported
+
+
+def objects_left_after_deletion(env: dict[str, str], namespaces: list[str], kinds: str) -> list[str]:
+    """What objects_left finds once deletions under way are done: pulumi does not await a skipAwait Job's
+    deletion, whose pods the garbage collector removes first (foregroundDeletion). Polls for up to 5 minutes,
+    generous for a busy machine; what is still there then is stuck."""
+    for _ in range(150):
+        left = objects_left(env, namespaces, kinds)
+        if not left:
+            return left
+        time.sleep(2)
+    return left
+
+
+def test_hpc_stack_with_secret_mpi_key_preview_up_no_changes_destroy(pulumi_env, tmp_path):
+    """The MPI jobs' key is the stack's secret mpiSshKey: no pulumi-tls, and the key never plaintext in state."""
+    work = project({"Pulumi.yaml": REPO / "Pulumi.yaml", "Pulumi.hpc.yaml": REPO / "Pulumi.hpc.yaml",
+                    "stacks": REPO / "stacks"}, tmp_path / "project")
+    run(["pulumi", "stack", "init", "hpc", "--secrets-provider", "passphrase", "--non-interactive"], work, pulumi_env)
+    key = ssh_key(tmp_path)
+    subprocess.run(["pulumi", "config", "set", "--secret", "mpiSshKey"], input=key, cwd=work, env=pulumi_env,
+                   check=True, capture_output=True, text=True)
+    key_body = key.splitlines()[1]
+    assert key_body not in (work / "Pulumi.hpc.yaml").read_text()
+
+    created, exported = preview_up_no_changes_destroy(work, pulumi_env)
+    assert [kind for kind, _ in created if kind.startswith("tls:")] == []
+    assert sorted(name for kind, name in created if kind == "kubernetes:batch/v1:Job") == [
+        "ds-finetune-launcher-0", "ds-finetune-node-0", "pi-launcher-0", "pi-node-0"]
+    assert key_body not in exported
+    backend = Path(pulumi_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    assert [p for p in backend.rglob("*") if p.is_file() and key_body in p.read_text(errors="replace")] == []
+    assert objects_left_after_deletion(pulumi_env, ["default"], OBJECT_KINDS) == []
