@@ -175,7 +175,8 @@ up() {
   local args=()
   for f in "${files[@]}"; do args+=(-f "$f"); done
   kubectl_ apply --server-side "${args[@]}" > /dev/null
-  kubectl_ wait --for condition=Established --timeout 120s crd --all > /dev/null
+  # Retried: kubectl wait fails at once on a CRD whose status has no conditions yet (a busy API server).
+  wait_for kube-apiserver 120 kubectl_ wait --for condition=Established --timeout 10s crd --all
 
   log "adding $NODES fake Nodes"
   local i
