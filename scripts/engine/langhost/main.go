@@ -5,6 +5,8 @@
 // pulumi-language-python-exec script from the sdk/v3 module next to this binary, with the Python of the project's
 // virtualenv (runtime option `virtualenv`, relative to the project root), else $PULUMI_PYTHON_CMD, else python3.
 // It reports no required plugins: the engine loads each provider when the program first uses it, from $PATH.
+// It runs source-based plugins of runtime python (a PulumiPlugin.yaml folder, such as the project's component
+// provider) as upstream's host does: the folder's __main__.py with the Python of the plugin's virtualenv.
 // It installs no dependencies (`pulumi install`): the virtualenv is made beforehand.
 package main
 
@@ -17,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -112,6 +115,62 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 	default:
 		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run %s: %v", interpreter, err)}, nil
 	}
+}
+
+// RunPlugin runs a source-based plugin: `python <plugin folder> <args>` in the request's directory and
+// environment, its output streamed back to the engine, then its exit code.
+func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
+	interpreter, venv := python(req.GetInfo())
+	dir := req.GetInfo().GetProgramDirectory()
+	if dir == "" {
+		dir = req.GetProgram()
+	}
+	cmd := exec.CommandContext(server.Context(), interpreter, append([]string{dir}, req.GetArgs()...)...)
+	cmd.Dir = req.GetPwd()
+	cmd.Env = req.GetEnv()
+	if venv != "" {
+		cmd.Env = append(cmd.Env, "VIRTUAL_ENV="+venv, "PATH="+filepath.Join(venv, "bin")+":"+os.Getenv("PATH"))
+	}
+	// One stream carries both outputs: a gRPC stream takes one Send at a time.
+	var mu sync.Mutex
+	send := func(out *pulumirpc.RunPluginResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return server.Send(out)
+	}
+	cmd.Stdout = sender(func(b []byte) error {
+		return send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Stdout{Stdout: b}})
+	})
+	cmd.Stderr = sender(func(b []byte) error {
+		return send(&pulumirpc.RunPluginResponse{Output: &pulumirpc.RunPluginResponse_Stderr{Stderr: b}})
+	})
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
+
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exitErr):
+		return send(&pulumirpc.RunPluginResponse{
+			Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: int32(exitErr.ExitCode())}})
+	case venv != "":
+		return fmt.Errorf("could not run plugin %s with %s (%w): create its virtualenv %s with the plugin's "+
+			"requirements.txt installed", dir, interpreter, err, venv)
+	default:
+		return fmt.Errorf("could not run plugin %s with %s: %w", dir, interpreter, err)
+	}
+}
+
+// sender is an io.Writer that sends each write to the engine.
+type sender func([]byte) error
+
+func (s sender) Write(b []byte) (int, error) {
+	if err := s(append([]byte(nil), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func (h *host) GetRequiredPlugins(context.Context, *pulumirpc.GetRequiredPluginsRequest,
