@@ -3,7 +3,7 @@
 # $TRAINJOBS_ENGINE_CACHE/<component>-<version>/bin (default ~/.cache/trainjobs-engine), outside any work tree.
 # A build is keyed by version: once its bin/.built exists, later calls (a fresh clone's CI run too) reuse it.
 #
-#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-kubernetes|crds|all
+#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|all
 #
 # Each component is built in a module of its own (<component>-<version>/src) whose go.mod requires the upstream
 # module; nothing of another project is kept in this repository.
@@ -147,6 +147,26 @@ build_langhost() {
   finish langhost "$v"
 }
 
+# The YAML language host, with the pkg/v3 and sdk/v3 it requires (the CLI's v3.274.1 changed the plugin APIs it
+# calls): pkg replaces sdk/v3 by a local folder, so the module requires both at pkg's version, with pkg's other
+# replaces. The host speaks the engine's versioned protocol, as upstream's release of it does with a newer CLI.
+build_pulumi_yaml() {
+  local v=$PULUMI_YAML_VERSION pkg upstream
+  start pulumi-yaml "$v" || return 0
+  pkg=$(proxy_mod github.com/pulumi/pulumi-yaml "$v" | awk '$1 == "github.com/pulumi/pulumi/pkg/v3" {print $2}')
+  upstream=$(proxy_mod github.com/pulumi/pulumi/pkg/v3 "$pkg")
+  {
+    printf 'module trainjobs.invalid/engine/pulumi-yaml\n\ngo %s\n\n' "$(go env GOVERSION | sed 's/^go//')"
+    printf 'require (\n\tgithub.com/pulumi/pulumi-yaml %s\n' "$v"
+    printf '\tgithub.com/pulumi/pulumi/pkg/v3 %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\n' "$pkg" "$pkg"
+    grep -E '^replace .* => [^.]' <<<"$upstream" || true
+  } > "$dest/src/go.mod"
+  (cd "$dest/src" && go build -trimpath \
+    -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$v" \
+    -o "$dest/bin/" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml)
+  finish pulumi-yaml "$v"
+}
+
 # The Kubernetes provider's main embeds a schema and a mapping that upstream generates (and does not publish):
 # its main package, its generator and their sources are copied from the module zip and generated here.
 build_pulumi_kubernetes() {
@@ -186,9 +206,11 @@ main() {
     pulumi) build_pulumi ;;
     langhost) build_langhost ;;
     pulumi-kubernetes) build_pulumi_kubernetes ;;
+    pulumi-yaml) build_pulumi_yaml ;;
     crds) build_crds ;;
-    all) build_crds; build_etcd; build_kwok; build_pulumi; build_langhost; build_pulumi_kubernetes; build_kubernetes ;;
-    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-kubernetes|crds|all" >&2; exit 2 ;;
+    all) build_crds; build_etcd; build_kwok; build_pulumi; build_langhost; build_pulumi_yaml; build_pulumi_kubernetes
+      build_kubernetes ;;
+    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|all" >&2; exit 2 ;;
   esac
 }
 

@@ -33,6 +33,7 @@ CRDS=$CACHE/crds-jobset-$JOBSET_VERSION-kueue-$KUEUE_VERSION/bin
 PROVIDER=$CACHE/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION/bin
 PULUMI=$CACHE/pulumi-$PULUMI_VERSION/bin
 LANGHOST=$CACHE/langhost-$PULUMI_VERSION-$(sha256sum < "$here/langhost/main.go" | cut -c1-12)/bin
+YAMLHOST=$CACHE/pulumi-yaml-$PULUMI_YAML_VERSION/bin
 COMPONENTS=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)  # the order `down` stops them in
 
 log() { printf '[cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -114,10 +115,10 @@ up() {
   mkdir -p "$STATE"/{pids,logs,pki,etcd,pulumi-home,backend}
   chmod 700 "$STATE/etcd" "$STATE/pki"
   trap down EXIT  # a start that fails stops what it started
-  # The CLI uses the language host found next to its own binary without a warning: both are linked into one folder.
+  # The CLI uses the language hosts found next to its own binary without a warning: all are linked into one folder.
   mkdir "$STATE/bin"
   local f
-  for f in "$PULUMI"/* "$LANGHOST"/*; do ln -f "$f" "$STATE/bin/" 2> /dev/null || cp -p "$f" "$STATE/bin/"; done
+  for f in "$PULUMI"/* "$LANGHOST"/* "$YAMLHOST"/*; do ln -f "$f" "$STATE/bin/" 2> /dev/null || cp -p "$f" "$STATE/bin/"; done
   local t0 etcd_port peer_port api_port token
   t0=$(date +%s)
   read -r etcd_port peer_port api_port < <(free_ports 3)
