@@ -348,11 +348,12 @@ def yaml_programs() -> dict[str, dict]:
 
 @pytest.mark.parametrize("program", yaml_programs())
 def test_the_yaml_programs_jobs_register_with_the_secret_token_and_the_namespace_dependency(engine, provider, program):
-    """Each job as the engine sends it: `${hfToken}` secret config, `${team...}` the Namespace's name with a
-    dependency on it."""
+    """Each job as the engine sends it: `${hfToken}` and `${mpiSshKey}` secret config, `${team...}` the
+    Namespace's name with a dependency on it."""
     document = yaml_programs()[program]
-    references = {"${hfToken}": secret(TOKEN), "${team.metadata.name}": "llm", "${team.namespace}": "llm",
-                  "${team.serviceAccountName}": "trainer"}
+    ssh_key = (ROOT / "tests" / "mpi_keys" / "ed25519").read_text()
+    references = {"${hfToken}": secret(TOKEN), "${mpiSshKey}": secret(ssh_key), "${team.metadata.name}": "llm",
+                  "${team.namespace}": "llm", "${team.serviceAccountName}": "trainer"}
     variables = document.get("variables", {})
 
     def encode(value: Any, dependencies: set[str]) -> Any:
@@ -382,7 +383,9 @@ def test_the_yaml_programs_jobs_register_with_the_secret_token_and_the_namespace
             if child.type.startswith("kubernetes:"):   # (the SSH key pair is no Kubernetes object)
                 assert as_dict(child.object)["metadata"]["namespace"] == "llm"
                 assert NAMESPACE_URN in child.dependencies, child.name
-            assert not [s for s in plain_strings(as_dict(child.object)) if TOKEN in s], child.name
+            secret_texts = (TOKEN, ssh_key.splitlines()[1])
+            assert not [s for s in plain_strings(as_dict(child.object)) if any(t in s for t in secret_texts)], \
+                child.name
         if name == "pretrain":
             assert container_env(registered.get("Job", "pretrain-node-0"))["HF_TOKEN"] == secret(TOKEN)
 

@@ -62,8 +62,9 @@ def evaluate(document: dict, config: dict[str, str]) -> dict:
 def test_the_yaml_program_constructs_its_jobs_through_the_provider():
     document = yaml.safe_load(PROGRAM.read_text())
     outputs = {}
+    key = (PROGRAM.parents[2] / "tests" / "mpi_keys" / "ed25519").read_text()
     stack = run(lambda: outputs.update(evaluate(document, {})), project=document["name"],
-                config={"hfToken": "hf_yaml_s3cret"}, secret_keys=["hfToken"])
+                config={"hfToken": "hf_yaml_s3cret", "mpiSshKey": key}, secret_keys=["hfToken", "mpiSshKey"])
     assert set(outputs) == {"masterAddr", "hosts"}
     namespace = stack.get("Namespace", "llm")
     kinds = sorted((r.kind, r.name) for r in stack.kubernetes())
@@ -83,5 +84,8 @@ def test_the_yaml_program_constructs_its_jobs_through_the_provider():
     assert env["HF_TOKEN"] == "hf_yaml_s3cret" and env["PET_NNODES"] == "2"
     redacted = job.redacted_manifest["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "HF_TOKEN", "value": "[secret]"} in redacted
+    auth = stack.get("Secret", "allreduce-mpi-ssh-auth")
+    assert auth.manifest["stringData"]["ssh-privatekey"] == key
+    assert not [r for r in stack.resources if r.type.startswith("tls:")]   # the stack's key: no pulumi-tls plugin
     assert stack.get("ConfigMap", "allreduce-mpi-hostfile").manifest["data"]["hostfile"] == (
         "allreduce-node-0-0.allreduce slots=8\nallreduce-node-0-1.allreduce slots=8\n")
