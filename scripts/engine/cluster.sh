@@ -11,7 +11,8 @@
 # .cluster/ in the work tree. Ports are chosen free. kwok plays the kubelet of the fake Nodes: their pods turn
 # Running, then Succeeded when a Job owns them; a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
 # fails instead, with the exit code of its annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code
-# (default 1). JobSet's and Kueue's CRDs are installed, not their controllers or webhooks.
+# (default 1). JobSet's and Kueue's CRDs are installed, not their controllers or webhooks. A claim is bound to a
+# volume of the default StorageClass at once; pods of schedulerName volcano are placed by kube-scheduler.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -103,6 +104,36 @@ running() {
   kubectl_ get --raw /readyz > /dev/null 2>&1
 }
 
+# kube-scheduler places the pods of schedulerName `volcano` too, by a second profile of that name, one by one, not
+# as a gang: Volcano's scheduler is not built here (docs/real-engine.md says why).
+scheduler_config() {
+  cat <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: $STATE/kubeconfig}
+leaderElection: {leaderElect: false}
+profiles:
+  - schedulerName: default-scheduler
+  - schedulerName: volcano
+EOF
+}
+
+# The cluster's storage, as a cloud's default StorageClass gives it: a claim without a class gets this one, and
+# kube-controller-manager's hostPath provisioner makes it a volume at once (a directory /tmp/hostpath_pv/<uuid> on
+# this machine, any access mode, any size), deleted with its directory when the claim is.
+storage_class() {
+  kubectl_ apply -f - > /dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+EOF
+}
+
 up() {
   "$here/build.sh" all
   if [[ -d $STATE/pids ]] && running; then
@@ -155,10 +186,11 @@ up() {
 
   launch kube-controller-manager "$K8S/kube-controller-manager" --kubeconfig "$STATE/kubeconfig" \
     --leader-elect=false --secure-port 0 \
-    --controllers job-controller,garbage-collector-controller,namespace-controller,endpointslice-controller,serviceaccount-controller,serviceaccount-token-controller,resourceclaim-controller,ttl-after-finished-controller,pod-garbage-collector-controller,persistentvolumeclaim-protection-controller \
+    --controllers job-controller,garbage-collector-controller,namespace-controller,endpointslice-controller,serviceaccount-controller,serviceaccount-token-controller,resourceclaim-controller,ttl-after-finished-controller,pod-garbage-collector-controller,persistentvolumeclaim-protection-controller,persistentvolume-binder-controller,persistentvolume-protection-controller \
+    --enable-hostpath-provisioner \
     --service-account-private-key-file "$STATE/pki/sa.key" --root-ca-file "$STATE/pki/apiserver.crt"
-  launch kube-scheduler "$K8S/kube-scheduler" --kubeconfig "$STATE/kubeconfig" --leader-elect=false \
-    --secure-port 0
+  scheduler_config > "$STATE/scheduler.yaml"
+  launch kube-scheduler "$K8S/kube-scheduler" --config "$STATE/scheduler.yaml" --secure-port 0
   local stage stages=()
   for stage in "$KWOK"/*.yaml "$here"/kwok-*.yaml; do stages+=(--config "$stage"); done
   launch kwok "$KWOK/kwok" --kubeconfig "$STATE/kubeconfig" --manage-all-nodes=false \
@@ -178,6 +210,8 @@ up() {
   kubectl_ apply --server-side "${args[@]}" > /dev/null
   # Retried: kubectl wait fails at once on a CRD whose status has no conditions yet (a busy API server).
   wait_for kube-apiserver 120 kubectl_ wait --for condition=Established --timeout 10s crd --all
+
+  storage_class
 
   log "adding $NODES fake Nodes"
   local i

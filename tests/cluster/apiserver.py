@@ -5,7 +5,8 @@ The server is the cluster the KUBECONFIG environment variable names (`scripts/en
 Without one the tests that need it are skipped, and under CI=true they fail: CI must really ask a server.
 
 A dry run goes through defaulting, validation and admission but stores nothing. What admission looks up must
-exist, so `prepare` creates, for real, the namespaces, service accounts and priority classes the objects name.
+exist, so `prepare` creates, for real, the namespaces, service accounts and priority classes the objects name,
+and `close` deletes them.
 A Job's pods are not objects trainjobs sends, but the project's rules on a Job stand for its pods too (their
 hostnames, their labels): `pods_of` makes the pods the Job controller would create from the server's own
 defaulted Job, for their dry run.
@@ -16,6 +17,7 @@ import os
 import re
 import ssl
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,7 @@ class ApiServer:
             self.session.cert = (cert, self._file(user, "client-key", kubeconfig.parent))
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
         self._prepared: set[tuple[str, str, str]] = set()
+        self._created: list[dict[str, Any]] = []
 
     def _file(self, section: dict[str, Any], key: str, here: Path) -> str | None:
         if section.get(f"{key}-data"):
@@ -96,8 +99,20 @@ class ApiServer:
         return str(here / section[key]) if section.get(key) else None
 
     def close(self) -> None:
-        self.session.close()
-        self._files.cleanup()
+        """Deletes what `create` made, last first, and waits until it is gone: a later test may create objects of
+        the same names (a namespace, a PriorityClass of another value), which a Terminating or a leftover one would
+        refuse. Waits up to 5 minutes, generous for a busy machine."""
+        try:
+            urls = [f"{self._url(obj)}/{obj['metadata']['name']}" for obj in reversed(self._created)]
+            for url in urls:
+                self.session.delete(url, timeout=60)
+            deadline = time.monotonic() + 300
+            for url in urls:
+                while self.session.get(url, timeout=60).status_code != 404 and time.monotonic() < deadline:
+                    time.sleep(1)
+        finally:
+            self.session.close()
+            self._files.cleanup()
 
     def ready(self) -> str | None:
         """None if the server answers ready, else why not."""
@@ -152,10 +167,12 @@ class ApiServer:
         return Verdict(False, response.status_code, body.get("reason", ""), message, causes)
 
     def create(self, obj: dict[str, Any]) -> None:
-        """Creates an object for real, unless it is there already."""
+        """Creates an object for real, unless it is there already; `close` deletes it."""
         response = self.session.post(self._url(obj), json=obj, timeout=60)
         if not response.ok and response.status_code != 409:
             raise AssertionError(f"cannot create {obj['kind']}/{obj['metadata']['name']}: {response.text[:500]}")
+        if response.ok:
+            self._created.append(obj)
 
     def prepare(self, objects: list[dict[str, Any]]) -> None:
         """What admission looks up for these objects and their pods: namespaces, service accounts, priority classes."""

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,23 +63,46 @@ def project(src_files: dict[str, Path | str], dest: Path) -> Path:
 OBJECT_KINDS = "jobs,pods,services,configmaps,secrets,persistentvolumeclaims"
 
 
+CLUSTER_OWN = {("Service", "kubernetes"), ("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
+
+
+def described(item: dict, name: str) -> str:
+    """An object as `Kind name`, with the finalizers it is stuck on if it is being deleted."""
+    stuck = item["metadata"].get("finalizers") if item["metadata"].get("deletionTimestamp") else None
+    return f"{item['kind']} {name}" + (f" (stuck on finalizers {stuck})" if stuck else "")
+
+
 def objects_left(env: dict[str, str], namespaces: list[str], kinds: str = OBJECT_KINDS) -> list[str]:
-    """Every object of these kinds in the stack's namespaces, but the cluster's own; stuck finalizers named."""
+    """Every object of these kinds in the stack's namespaces, but the cluster's own, and every PersistentVolume
+    bound to a claim of these namespaces (named by its claim); stuck finalizers named."""
     left = []
     for ns in namespaces:
         for item in kubectl_json(env, "get", kinds, "-n", ns)["items"]:
-            name = item["metadata"]["name"]
-            if name in ("kubernetes", "kube-root-ca.crt"):
-                continue
-            stuck = item["metadata"].get("finalizers") if item["metadata"].get("deletionTimestamp") else None
-            left.append(f"{item['kind']} {ns}/{name}" + (f" (stuck on finalizers {stuck})" if stuck else ""))
+            if (item["kind"], item["metadata"]["name"]) not in CLUSTER_OWN:
+                left.append(described(item, f"{ns}/{item['metadata']['name']}"))
+    for item in kubectl_json(env, "get", "persistentvolumes")["items"]:
+        claim = item["spec"].get("claimRef") or {}
+        if claim.get("namespace") in namespaces:
+            left.append(described(item, f"of claim {claim['namespace']}/{claim['name']}"))
     return left
+
+
+@contextmanager
+def platform_objects(env: dict[str, str], manifest: str) -> Iterator[None]:
+    """Objects a stack expects of the cluster's platform, there while the test runs, deleted after it."""
+    subprocess.run(["kubectl", "apply", "-f", "-"], input=manifest, env=env, check=True, capture_output=True,
+                   text=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["kubectl", "delete", "--wait", "--timeout=300s", "-f", "-"], input=manifest, env=env,
+                       capture_output=True, text=True)
 
 
 @pytest.fixture
 def dev_platform(cluster_env):
     """What the dev stack expects of the cluster's platform: namespace ml and PriorityClass training-high."""
-    manifest = """
+    with platform_objects(cluster_env, """
 apiVersion: v1
 kind: Namespace
 metadata: {name: ml}
@@ -86,12 +111,8 @@ apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata: {name: training-high}
 value: 1000
-"""
-    subprocess.run(["kubectl", "apply", "-f", "-"], input=manifest, env=cluster_env, check=True,
-                   capture_output=True, text=True)
-    yield
-    subprocess.run(["kubectl", "delete", "--wait", "--timeout=300s", "-f", "-"], input=manifest, env=cluster_env,
-                   capture_output=True, text=True)
+"""):
+        yield
 
 
 def test_dev_stack_preview_up_no_changes_destroy(pulumi_env, dev_platform, tmp_path):
@@ -185,15 +206,17 @@ def ssh_key(tmp_path: Path) -> str:
     return (tmp_path / "mpi_key").read_text()
 
 
-def preview_up_no_changes_destroy(work: Path, env: dict[str, str]) -> tuple[list[tuple[str, str]], str]:
-    """preview, up, preview --expect-no-changes, destroy; the (type, name) of every resource the preview
-    creates and the state of the stack after up, as `pulumi stack export` prints it."""
+def preview_up_no_changes_destroy(work: Path, env: dict[str, str], after_up: Callable[[], None] = lambda: None,
+                                  ) -> tuple[list[tuple[str, str]], str]:
+    """preview, up, `after_up()`, preview --expect-no-changes, destroy; the (type, name) of every resource the
+    preview creates and the state of the stack after up, as `pulumi stack export` prints it."""
     preview = json.loads(run(["pulumi", "preview", "--json", "--non-interactive"], work, env).stdout)
     created = sorted((urn.split("::")[2].split("$")[-1], urn.split("::")[3])
                      for urn in (step["urn"] for step in preview["steps"] if step["op"] == "create"))
     try:
         run(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive"], work, env)
         exported = run(["pulumi", "stack", "export"], work, env).stdout
+        after_up()
         run(["pulumi", "preview", "--expect-no-changes", "--non-interactive", "--diff"], work, env)
     finally:
         run(["pulumi", "destroy", "--yes", "--skip-preview", "--non-interactive"], work, env)
@@ -202,13 +225,14 @@ def preview_up_no_changes_destroy(work: Path, env: dict[str, str]) -> tuple[list
     return created, exported
 
 
-def objects_left_after_deletion(env: dict[str, str], namespaces: list[str], kinds: str) -> list[str]:
-    """What objects_left finds once deletions under way are done: pulumi does not await a skipAwait Job's
-    deletion, whose pods the garbage collector removes first (foregroundDeletion). Polls for up to 5 minutes,
-    generous for a busy machine; what is still there then is stuck."""
+def objects_left_after_deletion(env: dict[str, str], namespaces: list[str], kinds: str,
+                                kept: tuple[str, ...] = ()) -> list[str]:
+    """What objects_left finds, sorted, once deletions under way are done: pulumi does not await a skipAwait
+    Job's deletion, whose pods the garbage collector removes first (foregroundDeletion). Polls until only the
+    objects `kept` are left, for up to 5 minutes, generous for a busy machine; what is still there then is stuck."""
     for _ in range(150):
-        left = objects_left(env, namespaces, kinds)
-        if not left:
+        left = sorted(objects_left(env, namespaces, kinds))
+        if left == sorted(kept):
             return left
         time.sleep(2)
     return left
@@ -233,3 +257,173 @@ def test_hpc_stack_with_secret_mpi_key_preview_up_no_changes_destroy(pulumi_env,
     backend = Path(pulumi_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
     assert [p for p in backend.rglob("*") if p.is_file() and key_body in p.read_text(errors="replace")] == []
     assert objects_left_after_deletion(pulumi_env, ["default"], OBJECT_KINDS) == []
+
+
+# What Pulumi.kueue.yaml's jobs expect of a Kueue cluster: namespace ml, its LocalQueue team-llm, the ClusterQueue
+# behind it over a GPU ResourceFlavor with a rack and block Topology, and WorkloadPriorityClass research. Stored as
+# plain objects: Kueue's controller does not run here, so nothing is suspended or admitted.
+KUEUE_PLATFORM = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: gpu-topology}
+spec:
+  levels: [{nodeLabel: example.com/block}, {nodeLabel: example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: H100-SXM}
+  topologyName: gpu-topology
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: llm}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu, memory, nvidia.com/gpu]
+      flavors:
+        - name: h100
+          resources:
+            - {name: cpu, nominalQuota: 384}
+            - {name: memory, nominalQuota: 4Ti}
+            - {name: nvidia.com/gpu, nominalQuota: 32}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team-llm, namespace: ml}
+spec: {clusterQueue: llm}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: research}
+value: 1000
+"""
+
+# What Pulumi.volcano.yaml's jobs expect of a Volcano cluster: namespace ml, Volcano Queue team-llm, and the
+# PriorityClass research its PodGroups name. The cluster's kube-scheduler places pods of schedulerName volcano.
+VOLCANO_PLATFORM = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: team-llm}
+spec: {weight: 1}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: research}
+value: 1000
+"""
+
+QUEUED_JOBS = ["finetune-dataset-initializer-0", "finetune-model-initializer-0", "finetune-node-0",
+               "pretrain-node-0"]
+
+
+@pytest.mark.parametrize("stack, platform, created_kinds, left_kinds", [
+    ("kueue", KUEUE_PLATFORM, {
+        "kubernetes:batch/v1:Job": QUEUED_JOBS,
+        "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet": ["allreduce"],
+        "kubernetes:core/v1:PersistentVolumeClaim": ["finetune-initializer"],
+    }, OBJECT_KINDS + ",jobsets.jobset.x-k8s.io"),
+    ("volcano", VOLCANO_PLATFORM, {
+        "kubernetes:batch/v1:Job": sorted(QUEUED_JOBS + ["allreduce-launcher-0", "allreduce-node-0"]),
+        "kubernetes:scheduling.volcano.sh/v1beta1:PodGroup": ["allreduce", "finetune", "pretrain"],
+        "kubernetes:core/v1:PersistentVolumeClaim": ["finetune-initializer"],
+    }, OBJECT_KINDS + ",podgroups.scheduling.volcano.sh"),
+], ids=["kueue", "volcano"])
+def test_queued_stack_preview_up_no_changes_destroy(stack, platform, created_kinds, left_kinds, cluster_env,
+                                                    pulumi_env, tmp_path):
+    """The kueue and volcano stacks: the fine-tune's ReadWriteMany workspace claim is bound by the cluster's default
+    StorageClass, its initializers complete before its trainer runs on the claim, nothing changes on a second
+    preview, and destroy leaves no object and no volume."""
+    work = project({"Pulumi.yaml": REPO / "Pulumi.yaml", f"Pulumi.{stack}.yaml": REPO / f"Pulumi.{stack}.yaml",
+                    "stacks": REPO / "stacks"}, tmp_path / "project")
+    run(["pulumi", "stack", "init", stack, "--secrets-provider", "passphrase", "--non-interactive"], work, pulumi_env)
+    subprocess.run(["pulumi", "config", "set", "--secret", "mpiSshKey"], input=ssh_key(tmp_path), cwd=work,
+                   env=pulumi_env, check=True, capture_output=True, text=True)
+
+    def after_up():
+        claim = kubectl_json(pulumi_env, "get", "pvc", "finetune-initializer", "-n", "ml")
+        assert (claim["status"]["phase"], claim["status"]["accessModes"]) == ("Bound", ["ReadWriteMany"])
+        run(["kubectl", "wait", "--for=condition=Complete", "--timeout=300s", "job/finetune-node-0", "-n", "ml"],
+            REPO, pulumi_env)
+
+    with platform_objects(cluster_env, platform):
+        created, _ = preview_up_no_changes_destroy(work, pulumi_env, after_up)
+        assert {kind: sorted(name for k, name in created if k == kind) for kind in created_kinds} == created_kinds
+        assert objects_left_after_deletion(pulumi_env, ["ml"], left_kinds) == []
+
+
+# The stack that builds images, as far as the platform stack sees it; a program without config, as many are.
+IMAGES_PROGRAM = """
+import pulumi
+pulumi.export("trainerImage", "ghcr.io/acme/train:2026.11")
+"""
+
+
+@pytest.fixture
+def training_priorities(cluster_env):
+    """The PriorityClasses the platform stack's jobs name: training, and batch for evaluation. Afterwards the
+    namespace llm is deleted too, which the stack's destroy keeps."""
+    with platform_objects(cluster_env, """
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: training}
+value: 1000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: batch}
+value: 100
+"""):
+        yield
+    subprocess.run(["kubectl", "delete", "namespace", "llm", "--ignore-not-found", "--wait", "--timeout=300s"],
+                   env=cluster_env, capture_output=True, text=True)
+
+
+def test_platform_stack_preview_up_no_changes_destroy(pulumi_env, training_priorities, tmp_path):
+    """stacks/platform, configured as Pulumi.prod.yaml says, its image from a stack `images` of the same backend:
+    the namespace it makes, its checkpoints claim bound, the token Secret never plaintext in state; a second
+    preview changes nothing. Destroy keeps the Namespace and its checkpoints claim (TrainingNamespace's
+    retain_data) and nothing else; deleting the Namespace on purpose then leaves no object and no volume."""
+    images = project({"Pulumi.yaml": "name: images\nruntime: python\n", "__main__.py": IMAGES_PROGRAM},
+                     tmp_path / "images")
+    run(["pulumi", "stack", "init", "prod", "--secrets-provider", "passphrase", "--non-interactive"], images,
+        pulumi_env)
+    run(["pulumi", "up", "--yes", "--skip-preview", "--non-interactive"], images, pulumi_env)
+
+    work = project({"Pulumi.yaml": REPO / "stacks" / "platform" / "Pulumi.yaml",
+                    "__main__.py": REPO / "stacks" / "platform" / "__main__.py"}, tmp_path / "platform")
+    token = f"hf_{secrets.token_hex(16)}"
+    run(["pulumi", "stack", "init", "prod", "--secrets-provider", "passphrase", "--non-interactive"], work, pulumi_env)
+    run(["pulumi", "config", "set", "team", "llm"], work, pulumi_env)
+    run(["pulumi", "config", "set", "imagesStack", "organization/images/prod"], work, pulumi_env)
+    run(["pulumi", "config", "set", "--secret", "hfToken", token], work, pulumi_env)
+
+    def after_up():
+        pretrain = kubectl_json(pulumi_env, "get", "job", "pretrain-node-0", "-n", "llm")
+        assert pretrain["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/acme/train:2026.11"
+        for name in ("checkpoints", "finetune-initializer"):
+            claim = kubectl_json(pulumi_env, "get", "pvc", name, "-n", "llm")
+            assert (claim["status"]["phase"], claim["status"]["accessModes"]) == ("Bound", ["ReadWriteMany"])
+        run(["kubectl", "wait", "--for=condition=Complete", "--timeout=300s", "job/finetune-node-0",
+             "job/evaluate-node-0", "-n", "llm"], REPO, pulumi_env)
+
+    created, exported = preview_up_no_changes_destroy(work, pulumi_env, after_up)
+    assert sorted(name for kind, name in created if kind == "kubernetes:batch/v1:Job") == [
+        "evaluate-node-0", "finetune-dataset-initializer-0", "finetune-node-0", "pretrain-node-0"]
+    assert token not in exported
+    kept = ("PersistentVolume of claim llm/checkpoints", "PersistentVolumeClaim llm/checkpoints")
+    assert objects_left_after_deletion(pulumi_env, ["llm"], OBJECT_KINDS + ",serviceaccounts", kept) == list(kept)
+    assert kubectl_json(pulumi_env, "get", "namespace", "llm")["status"]["phase"] == "Active"
+
+    run(["kubectl", "delete", "namespace", "llm", "--wait", "--timeout=300s"], REPO, pulumi_env)
+    assert objects_left_after_deletion(pulumi_env, ["llm"], OBJECT_KINDS + ",serviceaccounts") == []

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from pulumi_cli import REPO, kubectl_json, run
@@ -29,30 +28,6 @@ CREATED = sorted([
 ])
 
 
-@pytest.fixture
-def default_storage_class(cluster_env):
-    """A cluster's default storage for the team's checkpoints claim, unless the cluster has its own: a class of
-    local volumes, which binds a claim when a pod first uses it (the provider then awaits the claim as created)."""
-    classes = kubectl_json(cluster_env, "get", "storageclasses")["items"]
-    if any(c["metadata"].get("annotations", {}).get("storageclass.kubernetes.io/is-default-class") == "true"
-           for c in classes):
-        yield
-        return
-    manifest = """
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: trainjobs-test-local
-  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
-provisioner: kubernetes.io/no-provisioner
-volumeBindingMode: WaitForFirstConsumer
-"""
-    subprocess.run(["kubectl", "apply", "-f", "-"], input=manifest, env=cluster_env, check=True,
-                   capture_output=True, text=True)
-    yield
-    subprocess.run(["kubectl", "delete", "-f", "-"], input=manifest, env=cluster_env, capture_output=True, text=True)
-
-
 def yaml_project(dest: Path) -> Path:
     """stacks/yaml and the provider beside it, as in the repository (the program names `../../provider`), the
     provider run with the Python of this test run's virtualenv."""
@@ -66,7 +41,7 @@ def yaml_project(dest: Path) -> Path:
 
 
 def test_yaml_program_through_the_component_provider_preview_up_no_changes_destroy(
-        pulumi_env, default_storage_class, tmp_path):
+        pulumi_env, tmp_path):
     work = yaml_project(tmp_path / "repo")
     token = f"hf_{secrets.token_hex(16)}"
     key = KEY.read_text()
