@@ -451,9 +451,8 @@ class NodeAgent:
         phase = "Pending"
         if run is not None and run.phase != "Pending":
             phase = "Running"
-        if finished:
-            codes = [c.exit_code for c in run.sandbox.containers if c.spec.kind == "main"]
-            phase = "Succeeded" if codes and all(c == 0 for c in codes) and not pod.preempted else "Failed"
+        if finished:   # a pod stopped from outside (deleted, preempted) fails, as the kubelet reports it
+            phase = "Succeeded" if run.phase == "Succeeded" else "Failed"
         status: dict[str, Any] = {"phase": phase, "hostIP": NODE_IP, "hostIPs": [{"ip": NODE_IP}]}
         if run is not None:
             status["startTime"] = _wall(run.started)
