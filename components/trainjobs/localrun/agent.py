@@ -20,6 +20,7 @@ import datetime
 import json
 import re
 import secrets
+import shutil
 import signal
 import socket
 import ssl
@@ -674,6 +675,8 @@ class NodeAgent:
         if self.holders is not None:
             self.holders.close()
         problems = self.network.teardown()
+        shutil.rmtree(self.run_dir / ".sandboxes", ignore_errors=True)
+        shutil.rmtree(self.run_dir / ".claims", ignore_errors=True)
         if problems:
             self.console(f"could not remove: {', '.join(problems)}")
 
