@@ -93,14 +93,15 @@ def agent(cluster_env, tmp_path) -> Iterator:
         kubectl(cluster_env, "uncordon", "-l", "type=kwok", check=False)
 
 
-def deploy(tmp_path: Path, env: dict[str, str], program: str, stack: str) -> Project:
-    """`pulumi up` of an e2e program's stack, in the default namespace; destroyed by the caller."""
+def deploy(tmp_path: Path, env: dict[str, str], program: str, stack: str, **config: str) -> Project:
+    """`pulumi up` of an e2e program's stack (its config, and `config` over it), in the default namespace; destroyed
+    by the caller."""
     source = PROGRAMS / program
     name = next(line.split(": ", 1)[1] for line in (source / "Pulumi.yaml").read_text().splitlines()
                 if line.startswith("name: "))
-    project = Project.create(tmp_path / "project", env, stack, name,
-                             {"__main__.py": source / "__main__.py", "train.py": source / "train.py"})
-    project.write_stack_file((source / f"Pulumi.{stack}.yaml").read_text())
+    project = Project.create(tmp_path / "project", env, stack, name, {f.name: f for f in source.glob("*.py")})
+    extra = "".join(f"  {name}:{key}: {json.dumps(value)}\n" for key, value in config.items())
+    project.write_stack_file((source / f"Pulumi.{stack}.yaml").read_text() + extra)
     project.up()
     return project
 
@@ -181,6 +182,53 @@ def test_torch_static_2x2_completes_under_the_job_controller(tmp_path, cluster_e
     local = emulated(tmp_path, "torch", "static")
     (local_job,) = local["jobs"]
     assert (local_job["state"], local_job["succeeded"], local_job["failed_pods"]) == ("Complete", [0, 1], 0), local["output"]
+
+
+def test_torch_c10d_2x2_completes_under_the_job_controller(tmp_path, cluster_env, agent):
+    running = agent()
+    project = deploy(tmp_path, cluster_env, "torch", "c10d")
+    try:
+        job = finished(cluster_env, "e2e-c10d-node-0")
+        assert condition(job, "Complete"), (job["status"], running.text())
+        found = pods(cluster_env, "e2e-c10d-node-0")
+        assert [p["status"]["phase"] for p in found] == ["Succeeded", "Succeeded"]
+        ranks = sorted((r for p in found for r in reports(cluster_env, p, "E2E-RANK")), key=lambda r: r["rank"])
+        assert [r["rank"] for r in ranks] == [0, 1, 2, 3], running.text()
+        leader = next(r for r in ranks if r["rank"] == 0)   # c10d: the FQDN of the pod whose agent leads
+        assert {(r["world_size"], r["master_addr"], r["all_reduce"]) for r in ranks} == {
+            (4, f"e2e-c10d-node-0-{leader['pod_index']}.e2e-c10d.default.svc.cluster.local", 10.0)}
+    finally:
+        project.destroy()
+    local = emulated(tmp_path, "torch", "c10d")
+    (local_job,) = local["jobs"]
+    assert (local_job["state"], local_job["succeeded"], local_job["failed_pods"]) == ("Complete", [0, 1], 0), local["output"]
+
+
+def test_openmpi_3_hosts_completes_under_the_job_controller(tmp_path, cluster_env, agent):
+    """mpirun over SSH from the launcher's pod to 3 worker pods x 2 slots, with Debian's OpenMPI 4."""
+    venv = Path(os.environ.get("TRAINJOBS_MPI_ENVS", "/var/cache/trainjobs-e2e/mpi")) / "ompi4"
+    if not (venv / "bin" / "python").exists() or not Path("/usr/sbin/sshd").exists():
+        pytest.skip(f"no OpenMPI environment at {venv} or no sshd: scripts/mpi-e2e-envs sets it up (`make test` does)")
+    running = agent()
+    config = {"mpi_venv": str(venv), "launcher": "mpirun"}
+    project = deploy(tmp_path, cluster_env, "mpi", "three-hosts", **config,
+                     ssh_private_key=(REPO / "tests" / "mpi_keys" / "ed25519").read_text())
+    try:
+        jobs = {name: finished(cluster_env, name) for name in ("three-launcher-0", "three-node-0")}
+        for name, job in jobs.items():
+            assert condition(job, "Complete"), (name, job["status"], running.text())
+        (launcher,) = pods(cluster_env, "three-launcher-0")
+        reported = reports(cluster_env, launcher, "E2E-MPI")
+        assert len(reported) == 1, running.text()
+        seen = reported[0]
+        assert seen["size"] == 6 and seen["allreduce"] == seen["expected"], seen
+        assert sorted(r["hostname"] for r in seen["ranks"]) == sorted(f"three-node-0-{i}" for i in range(3) for _ in "ab")
+        assert all(p["status"]["phase"] == "Succeeded" for p in pods(cluster_env, "three-node-0"))
+    finally:
+        project.destroy()
+    local = emulated(tmp_path, "mpi", "three-hosts", *(a for k, v in config.items() for a in ("--config", f"{k}={v}")))
+    assert {(j["name"], j["state"]) for j in local["jobs"]} == {("three-launcher-0", "Complete"),
+                                                                ("three-node-0", "Complete")}, local["output"]
 
 
 def test_a_fatal_exit_code_fails_the_job_at_once(tmp_path, cluster_env, agent):
