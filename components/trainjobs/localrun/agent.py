@@ -176,6 +176,7 @@ class NodeAgent:
         self._signal: int | None = None
         self.holders: Holders | None = None
         self.server: ThreadingHTTPServer | None = None
+        self.registered: list[str] = []   # the Nodes it made, which it removes when it stops
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -188,8 +189,11 @@ class NodeAgent:
             self.network.open()
             self.holders = Holders(self.run_dir / "holders.log")
             port = self._serve_logs()
-            for node in self.nodes:
-                self._register(node, port)
+            try:
+                for node in self.nodes:
+                    self._register(node, port)
+            except requests.RequestException as exc:
+                raise ApiError(f"the API server {self.kube.server} does not answer: {exc}") from None
             self.console(f"trainjobs node-agent: Nodes {', '.join(self.nodes)} ready; pods on bridge "
                          f"{self.network.bridge}, subnet {self.network.subnet}; container logs on "
                          f"https://{NODE_IP}:{port}; logs in {self.run_dir}/logs")
@@ -556,6 +560,7 @@ class NodeAgent:
             raise ApiError(f"a Node {node} already exists: another node agent runs it, or one that was killed "
                            f"left it; delete it (kubectl delete node {node}) or choose other names (--node-prefix)")
         self.kube.call("POST", "/api/v1/nodes", body)
+        self.registered.append(node)
         self._node_status(node, port)
         self.kube.call("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node},
@@ -663,7 +668,7 @@ class NodeAgent:
                     if pod.run.settled:
                         pod.gone = True
             time.sleep(TICK)
-        for node in self.nodes:
+        for node in self.registered:
             try:
                 self.kube.call("DELETE", f"/api/v1/nodes/{node}", ok=(200, 202, 404))
                 self.kube.call("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}",
