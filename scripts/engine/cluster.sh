@@ -186,7 +186,7 @@ up() {
 
   launch kube-controller-manager "$K8S/kube-controller-manager" --kubeconfig "$STATE/kubeconfig" \
     --leader-elect=false --secure-port 0 \
-    --controllers job-controller,garbage-collector-controller,namespace-controller,endpointslice-controller,serviceaccount-controller,serviceaccount-token-controller,resourceclaim-controller,ttl-after-finished-controller,pod-garbage-collector-controller,persistentvolumeclaim-protection-controller,persistentvolume-binder-controller,persistentvolume-protection-controller \
+    --controllers job-controller,garbage-collector-controller,namespace-controller,endpointslice-controller,serviceaccount-controller,serviceaccount-token-controller,resourceclaim-controller,ttl-after-finished-controller,pod-garbage-collector-controller,persistentvolumeclaim-protection-controller,persistentvolume-binder-controller,persistentvolume-protection-controller,root-ca-certificate-publisher-controller \
     --enable-hostpath-provisioner \
     --service-account-private-key-file "$STATE/pki/sa.key" --root-ca-file "$STATE/pki/apiserver.crt"
   scheduler_config > "$STATE/scheduler.yaml"

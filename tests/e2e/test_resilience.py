@@ -38,9 +38,10 @@ def test_a_declared_fatal_exit_code_fails_the_job_at_once(tmp_path):
     assert run.returncode == 1, run.output
     (job,) = run.summary["jobs"]
     assert job["state"] == "Failed"
-    assert job["reason"].startswith("PodFailurePolicy: Container node for pod fatal-node-0-1-")
+    assert job["reason"].startswith("PodFailurePolicy: Container node for pod default/fatal-node-0-1-")
     assert "failed with exit code 42 matching FailJob rule" in job["reason"]
     # backoff_limit 3 would have retried it: the fatal code ended the job with its first attempt.
     assert [(p["hostname"], p["exit_code"]) for p in run.pods() if p["phase"] == "Failed"] == [("fatal-node-0-1", 42)]
-    assert (job["failed_pods"], job["ignored_failed_pods"]) == (1, 0)   # counted, as the Job's status.failed
+    # As the Job's status.failed: the culprit, and the pod the Job's failure stopped.
+    assert (job["failed_pods"], job["ignored_failed_pods"]) == (2, 0)
     assert len(run.pods()) == 2

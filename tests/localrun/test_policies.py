@@ -92,9 +92,10 @@ def test_a_fatal_exit_code_fails_the_job_at_once_whatever_the_backoff_limit():
     pods = start_all(run)
     fail(run, pods[0], codes={"node": 42})
     assert run.state == "Failed" and run.failure_reason == "PodFailurePolicy"
-    assert run.reason == ("PodFailurePolicy: Container node for pod p-0 failed with exit code 42 matching FailJob "
+    assert run.reason == ("PodFailurePolicy: Container node for pod default/p-0 failed with exit code 42 matching FailJob "
                           "rule at index 1")
-    assert (run.failures, run.ignored_failures) == (1, 0)   # the Job's status.failed counts the pod
+    # The Job's status.failed counts the pod, and the pod the Job's failure stopped (the controller deletes it).
+    assert (run.failures, run.ignored_failures) == (2, 0)
     assert pods[1].phase == "Stopped" and run.due(30.0) == []
 
 

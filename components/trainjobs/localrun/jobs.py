@@ -7,7 +7,8 @@ As the Job controller, for each selected Job:
   counts against `backoffLimit`, and a failed index gets a new pod after the controller's backoff
   (10 s, doubling) while failures stay within the limit. Beyond it the Job fails
   (BackoffLimitExceeded) and its running pods are stopped: with `backoffLimit: 0` the first failed
-  pod stops the rest;
+  pod stops the rest. A failed Job's stopped pods count as failed pods too, as the controller that
+  deletes them counts them in `status.failed`;
 - `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods;
 - `podFailurePolicy` decides first, by the first matching rule (`policies.py`): FailJob fails the Job
   at once (PodFailurePolicy), Ignore replaces the pod without counting it (a disruption, by default),
@@ -271,7 +272,8 @@ class JobRun:
             self.succeeded.add(pod.index)
             self._check_indexes(now)
             return
-        verdict = (pod_verdict(self.spec.pod_failure_rules, pod.spec.name, pod.exit_codes(), pod.conditions)
+        verdict = (pod_verdict(self.spec.pod_failure_rules, f"{self.spec.namespace}/{pod.spec.name}",
+                               pod.exit_codes(), pod.conditions)
                    if self.spec.pod_failure_rules else None)
         action = verdict.action if verdict else "Count"
         if action == "FailJob":   # counted in the Job's failed pods, as the controller counts it
@@ -324,6 +326,8 @@ class JobRun:
             return
         self.state, self.reason, self.finished = state, f"{state_reason}: {message}", now
         self.failure_reason, self.failure_message = state_reason, message
+        if state == "Failed":   # the Job controller deletes the running pods: they end Failed, and count in status.failed
+            self.failures += len(self.active)
         for pod in list(self.active.values()):
             pod.terminate(f"stopped: Job {state.lower()}", now)
         self.pending.clear()

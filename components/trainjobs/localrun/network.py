@@ -268,11 +268,7 @@ class Network:
         teardown (or the next run's sweep) removes whatever of them exists, whenever this stops."""
         veths = [f"{self.prefix}-{n}" for n in range(len(self.pods))]
         with state_lock():
-            if not ETC_NETNS.exists():
-                ETC_NETNS.mkdir(mode=0o755)
-                _mark_created("etc-netns")
-            if not _is_mountpoint(RUN_NETNS) and not (STATE_DIR / _CREATED_MARK.format("run-netns")).exists():
-                _mark_created("run-netns")  # `ip netns add` is about to make /run/netns a mount point
+            _shared_dirs()
             self.created_links = [self.bridge]  # a veth goes with its pod's namespace
             self.created_netns = [pod.netns for pod in self.pods]
             self.created_etc = [str(ETC_NETNS / pod.netns) for pod in self.pods]
@@ -292,6 +288,42 @@ class Network:
             ip_batch([f"link set {self.bridge} up", *(f"link set {veth} master {self.bridge} up" for veth in veths)])
             # Each pod's holder gives its eth0 the pod's address and brings it and lo up (`_holder.py`).
 
+    def open(self) -> None:
+        """Only the bridge: pods are attached to it one by one as they come (`attach`), and detached."""
+        with state_lock():
+            _shared_dirs()
+            self.created_links = [self.bridge]
+            self._save()
+            ip_batch([f"link add {self.bridge} type bridge"])
+            _no_host_address(self.bridge)
+            ip_batch([f"link set {self.bridge} up"])
+
+    def attach(self, pod: PodSlot, veth: str, hosts: str) -> None:
+        """Pod `pod` (its netns and address set) on the bridge through `veth`, with its name files."""
+        etc = ETC_NETNS / pod.netns
+        with state_lock():
+            self.created_netns.append(pod.netns)
+            self.created_etc.append(str(etc))
+            self._save()
+            etc.mkdir()
+            (etc / "hosts").write_text(hosts)
+            (etc / "resolv.conf").write_text(resolv_conf(pod))
+            (etc / "hostname").write_text(pod.hostname + "\n")
+            ip_batch([f"netns add {pod.netns}", f"link add {veth} type veth peer name eth0 netns {pod.netns}"])
+            _no_host_address(veth)
+            ip_batch([f"link set {veth} master {self.bridge} up"])
+
+    def detach(self, pod: PodSlot) -> list[str]:
+        """Remove what `attach` made for `pod`; returns what could not be removed."""
+        etc = str(ETC_NETNS / pod.netns)
+        with state_lock():
+            problems = teardown_state([pod.netns], [], [etc])
+            if not problems:
+                self.created_netns.remove(pod.netns)
+                self.created_etc.remove(etc)
+                self._save()
+            return problems
+
     def teardown(self) -> list[str]:
         """Remove everything `create` made; returns what could not be removed (should be empty)."""
         with state_lock():
@@ -299,6 +331,15 @@ class Network:
             if not problems:
                 self.state_file.unlink(missing_ok=True)
             return problems
+
+
+def _shared_dirs() -> None:
+    """/etc/netns, made if missing, and what the last run then removes (called under the lock)."""
+    if not ETC_NETNS.exists():
+        ETC_NETNS.mkdir(mode=0o755)
+        _mark_created("etc-netns")
+    if not _is_mountpoint(RUN_NETNS) and not (STATE_DIR / _CREATED_MARK.format("run-netns")).exists():
+        _mark_created("run-netns")  # `ip netns add` is about to make /run/netns a mount point
 
 
 def _no_host_address(link: str) -> None:

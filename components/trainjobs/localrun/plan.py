@@ -419,17 +419,23 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
              max_grace: float | None = None) -> PodSpec:
     """Pod `slot` of `job` as one attempt named `<hostname>-<suffix>`: env, commands, volumes resolved."""
     facts = PodFacts(pod_name_suffix=suffix, pod_ip=slot.ip or "<pod IP>", node_name=node_name)
-    view: PodView = pod_view(job.pod_set, slot.index, index, reveal=True, facts=facts)
-    spec = _pod_spec_of(job.manifest)
-    pod_name = f"{slot.hostname}-{suffix}"
-    where = f"Job {job.name} container"
+    return build_pod(job.pod_set, slot, index, facts, f"{slot.hostname}-{suffix}", f"Job {job.name}", max_grace)
+
+
+def build_pod(pod_set: PodSet, slot: PodSlot, index: ObjectIndex, facts: PodFacts, pod_name: str, what: str,
+              max_grace: float | None = None, given: dict[str, "VolumeSpec"] | None = None) -> PodSpec:
+    """Pod `slot.index` of `pod_set`, named `pod_name`, resolved for the sandbox; `what` names it in errors.
+    `given` holds volumes resolved by the caller (those of a real pod that the rendering has no objects for)."""
+    view: PodView = pod_view(pod_set, slot.index, index, reveal=True, facts=facts)
+    spec = pod_set.pod_spec
+    where = f"{what} container"
     resolved_all = list(zip(spec.get("initContainers", []), view.init_containers)) + list(
         zip(spec.get("containers", []), view.containers))
     commands = [tuple(r.command) + tuple(r.args) for _, r in resolved_all]
     image = images.layer([raw.get("image") for raw, _ in resolved_all], commands)
     for stand_in in image.stand_ins:
         if stand_in.missing() and any(stand_in.path in arg for argv in commands for arg in argv):
-            raise PlanError(f"Job {job.name} runs {stand_in.path}: {stand_in.what}, which needs {stand_in.needs} "
+            raise PlanError(f"{what} runs {stand_in.path}: {stand_in.what}, which needs {stand_in.needs} "
                             f"(Debian package {stand_in.package}): apt-get install {stand_in.package}")
 
     def container(raw: dict[str, Any], resolved, kind) -> ContainerSpec:
@@ -440,7 +446,7 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
         user = identity(spec.get("securityContext"), raw.get("securityContext"), image.users)
         home = {"HOME": home_of(user, image.users)} if user else {}
         env = {**base_env(slot.hostname), **home, **image.env, **resolved.env}  # an image's ENV wins over its passwd
-        if not job.indexed:
+        if not pod_set.indexed and pod_set.job is not None:
             env.pop("JOB_COMPLETION_INDEX", None)
         return ContainerSpec(name=raw["name"], kind=kind, argv=tuple(argv), env=env,
                              workdir=raw.get("workingDir") or "/", user=user)
@@ -451,7 +457,7 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
     for raw, resolved in zip(spec.get("containers", []), view.containers):
         containers.append(container(raw, resolved, "main"))
     if not any(c.kind == "main" for c in containers):
-        raise PlanError(f"Job {job.name} has no container")
+        raise PlanError(f"{what} has no container")
 
     volumes_by_name = {v["name"]: v for v in spec.get("volumes", [])}
     mounts: dict[str, tuple[MountSpec, str]] = {}
@@ -463,12 +469,14 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
             mount = MountSpec(volume=m["name"], path=m["mountPath"], sub_path=m.get("subPath", ""),
                               read_only=bool(m.get("readOnly")))
             if mount.path in mounts and mounts[mount.path][0] != mount:
-                raise PlanError(f"Job {job.name}: containers {mounts[mount.path][1]} and {raw['name']} mount "
+                raise PlanError(f"{what}: containers {mounts[mount.path][1]} and {raw['name']} mount "
                                 f"different things at {mount.path}; a local pod gives all its containers "
                                 "one filesystem view")
             mounts.setdefault(mount.path, (mount, raw["name"]))
-            if m["name"] not in volumes:
-                volumes[m["name"]] = _volume(job.name, job.namespace, volumes_by_name.get(m["name"]), m["name"], index)
+            if m["name"] in (given or {}):
+                volumes[m["name"]] = given[m["name"]]
+            elif m["name"] not in volumes:
+                volumes[m["name"]] = _volume(what, slot.namespace, volumes_by_name.get(m["name"]), m["name"], index)
     for mount, _ in mounts.values():
         if volumes[mount.volume].kind == "files" and not mount.read_only:
             # ConfigMap and Secret volumes are always read-only in Kubernetes.
@@ -483,13 +491,13 @@ def pod_spec(job: JobSpec, slot: PodSlot, index: ObjectIndex, suffix: str, node_
                    fs_group=int(fs_group) if fs_group is not None else None, image=image)
 
 
-def _volume(job: str, namespace: str, volume: dict[str, Any] | None, name: str, index: ObjectIndex) -> VolumeSpec:
+def _volume(what: str, namespace: str, volume: dict[str, Any] | None, name: str, index: ObjectIndex) -> VolumeSpec:
     if volume is None:
-        raise PlanError(f'Job {job}: a container mounts volume "{name}", which the pod does not define')
+        raise PlanError(f'{what}: a container mounts volume "{name}", which the pod does not define')
     try:
         files = volume_files(volume, index)
     except MissingVolumeSource as exc:
-        raise PlanError(f"Job {job}: {exc}") from None
+        raise PlanError(f"{what}: {exc}") from None
     if files is not None:
         return VolumeSpec(name=name, kind="files", files=files)
     if "emptyDir" in volume:
@@ -503,10 +511,10 @@ def _volume(job: str, namespace: str, volume: dict[str, Any] | None, name: str, 
     if "persistentVolumeClaim" in volume:
         claim = volume["persistentVolumeClaim"]["claimName"]
         if index.get("PersistentVolumeClaim", claim) is None:
-            raise PlanError(f'Job {job}: volume "{name}" uses PersistentVolumeClaim "{claim}", which is not in '
+            raise PlanError(f'{what}: volume "{name}" uses PersistentVolumeClaim "{claim}", which is not in '
                             "the rendering (its pods would stay Pending)")
         return VolumeSpec(name=name, kind="claim", path=f"{namespace}/{claim}")
     kind = next((k for k in volume if k != "name"), "unknown")
-    raise PlanError(f'Job {job}: volume "{name}" is a {kind} volume; a local run emulates configMap, secret, '
+    raise PlanError(f'{what}: volume "{name}" is a {kind} volume; a local run emulates configMap, secret, '
                     "emptyDir, hostPath and persistentVolumeClaim volumes")
 

@@ -27,9 +27,9 @@ class PodVerdict:
 
 def pod_verdict(rules: list[dict[str, Any]], pod: str, exit_codes: dict[str, int],
                 conditions: set[str]) -> PodVerdict | None:
-    """The first rule that matches the failed pod, as the Job controller evaluates them, or None
-    (the failure counts). `exit_codes`: each terminated container's code; `conditions`: the pod's
-    conditions with status True."""
+    """The first rule that matches the failed pod (`namespace/name`, as the Job controller's messages name it),
+    as the Job controller evaluates them, or None (the failure counts). `exit_codes`: each terminated
+    container's code; `conditions`: the pod's conditions with status True."""
     for number, rule in enumerate(rules):
         action = rule["action"]
         on_codes = rule.get("onExitCodes")

@@ -117,6 +117,24 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def cmd_node_agent(args: argparse.Namespace) -> int:
+    from trainjobs import localrun  # imported here: only run-local's commands need it
+    from trainjobs.localrun.agent import ApiError, node_agent
+
+    problems = localrun.host_problems()
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return localrun.EXIT_USAGE
+    try:
+        return node_agent(args.kubeconfig, nodes=args.nodes, node_prefix=args.node_prefix, run_root=args.run_dir,
+                          max_grace=args.grace, disruptions=args.disrupt, echo_logs=not args.quiet,
+                          verbose=args.verbose)
+    except (localrun.PlanError, ApiError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return localrun.EXIT_USAGE
+
+
 # The distribution that carries Kubeflow's API models, which only `trainjobs import` reads.
 IMPORT_MODELS = "kubeflow_trainer_api"
 
@@ -209,6 +227,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true",
                    help="echo every line, with sshd's connection messages and known harmless messages")
     p.set_defaults(func=cmd_run_local)
+    p = sub.add_parser("node-agent", help="be the kubelet of Nodes in a real cluster: run the pods bound to them on "
+                                          "this machine as run-local runs them, until stopped (needs root)")
+    p.add_argument("--kubeconfig", metavar="PATH", help="the cluster's kubeconfig (default: $KUBECONFIG, else "
+                                                        "~/.kube/config)")
+    p.add_argument("--nodes", type=int, default=1, metavar="N", help="how many Nodes to register (default: 1)")
+    p.add_argument("--node-prefix", default="run-local", metavar="NAME",
+                   help="the Nodes are named NAME-0 ... NAME-<N-1> (default: run-local)")
+    p.add_argument("--grace", type=float, default=None, metavar="S",
+                   help="longest grace period between SIGTERM and SIGKILL (default: each pod's own)")
+    p.add_argument("--run-dir", metavar="DIR", help="where the agent's directory (logs) is made (default: the temp dir)")
+    p.add_argument("--disrupt", action="append", default=[], metavar="POD@WHEN",
+                   help="preempt the pod with this hostname as the kubelet does (condition DisruptionTarget, "
+                        "reason TerminationByKubelet), WHEN seconds after its containers start, or once it prints "
+                        "TEXT (POD@output:TEXT); repeatable")
+    p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
+    p.add_argument("--verbose", action="store_true",
+                   help="echo every line, with sshd's connection messages and known harmless messages")
+    p.set_defaults(func=cmd_node_agent)
     p = sub.add_parser("import", help="print the component call equivalent to a Kubeflow TrainJob (with its "
                                       "runtime), a training-operator v1 PyTorchJob, MPIJob, XGBoostJob or JAXJob, an "
                                       "MPI Operator MPIJob or a Volcano Job")

@@ -107,5 +107,10 @@ if kind == "MpiTrainJob":
 else:
     del args["image"]  # Kubeflow's built-in runtime as is: its image, its user
 
+# The job's SSH key from the stack (tests/cluster gives one of tests/mpi_keys under `pulumi up`, whose CLI has no TLS
+# provider to make one), else made at deploy time.
+if config.get("ssh_private_key"):
+    args["ssh_private_key"] = config.get_secret("ssh_private_key")
+
 job = KINDS[kind](name, args, pulumi.ResourceOptions(depends_on=[code]))
 pulumi.export("hosts", job.hosts)
