@@ -188,7 +188,7 @@ def test_ages_as_kubectl_shows_them():
 def local_run(tmp_path, phase_1="Failed", finished=True):
     """A run directory as run-local leaves it (trainjobs.localrun.objects)."""
     run_dir = tmp_path / "trainjobs-tj-000001"
-    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     logs = {}
     for index in (0, 1):
         name = f"llm-node-0-{index}-abcde"
@@ -260,3 +260,19 @@ def test_a_followed_local_log_ends_with_its_pod(tmp_path):
 
 def test_reading_a_local_run_by_name_finds_every_job(tmp_path):
     assert [j.name for j in read(LocalSource(local_run(tmp_path)), ["llm"])] == ["llm"]
+
+
+def test_watch_prints_each_change_and_ends_with_the_job(tmp_path, capsys, monkeypatch):
+    run_dir = local_run(tmp_path, "Running", finished=False)
+    sleeps = []
+
+    def next_state(seconds):   # between two reads, rank 1 fails: the job has ended
+        sleeps.append(seconds)
+        local_run(tmp_path, "Failed", finished=True)
+
+    monkeypatch.setattr("trainjobs.tools.cli.status.time.sleep", next_state)
+    assert main(["status", "--watch", "--poll", "7", "--log-lines", "0", "--local", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert sleeps == [7.0]
+    assert [line for line in out.splitlines() if line.startswith("llm ")] == ["llm (namespace ml): running",
+                                                                              "llm (namespace ml): failed"]

@@ -27,7 +27,8 @@ PREEMPTED = "PreemptionByScheduler"
 def _stamp(monotonic: float | None, offset: float) -> str | None:
     if monotonic is None:
         return None
-    return datetime.fromtimestamp(monotonic + offset, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Microseconds, where the API server has seconds: a pod replaced within a second still sorts after its predecessor.
+    return datetime.fromtimestamp(monotonic + offset, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _pod(pod: PodRun, job: JobRun, namespace: str, node: str, offset: float) -> dict[str, Any]:

@@ -9,17 +9,19 @@ why, how far into its backoff or restarts it is, an elastic job's size, where it
 `trainjobs status`, `logs` and `wait` are the command's face of it.
 """
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol, Sequence
 
 from trainjobs.observe.cluster import ClusterSource, StatusError
 from trainjobs.observe.state import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, Admission, FailedRank, JobSetStatus,
-                                     JobStatus, PodStatus, RoleStatus, Snapshot, job_statuses)
+                                     JobStatus, PodStatus, RoleStatus, Snapshot, job_statuses, parse_time)
 
 __all__ = ["Admission", "FailedRank", "JobSetStatus", "JobStatus", "PodStatus", "RoleStatus", "StatusError",
-           "status", "source", "read", "pods_of", "reached", "WAIT_STATES"]
+           "status", "source", "read", "pods_of", "attempts", "reached", "WAIT_STATES"]
 
 LOG_LINES = 10
+_EPOCH = datetime.fromtimestamp(0, timezone.utc)
 
 # What `wait --for` waits for: the job states that satisfy it.
 WAIT_STATES = {"complete": {SUCCEEDED}, "failed": {FAILED}, "admitted": {ADMITTED, RUNNING, SUCCEEDED, FAILED},
@@ -81,7 +83,7 @@ def pods_of(job: JobStatus, rank: int | None = None, role: str | None = None) ->
         raise StatusError(f"job {job.name} has no role {role!r}; roles: {', '.join(r.role for r in job.roles)}")
     newest: dict[str, PodStatus] = {}
     for each in roles:
-        for pod in sorted(each.pods, key=lambda p: -(p.age_seconds or 0)):
+        for pod in sorted(each.pods, key=lambda p: parse_time(p.created_at) or _EPOCH):
             newest[pod.rank] = pod
     pods = sorted(newest.values(), key=lambda p: ([r.role for r in job.roles].index(p.role) if p.role in
                                                   [r.role for r in job.roles] else 0, p.index or 0, p.rank))
@@ -94,6 +96,12 @@ def pods_of(job: JobStatus, rank: int | None = None, role: str | None = None) ->
         raise StatusError(f"job {job.name} has no rank {rank} in role {training}; ranks: "
                           f"{', '.join(map(str, ranks)) or 'none running'}")
     return chosen
+
+
+def attempts(job: JobStatus, rank: str) -> list[PodStatus]:
+    """Every pod of a rank the job still has, oldest first: a pod replaced after preemption, then its successors."""
+    return sorted((p for r in job.roles for p in r.pods if p.rank == rank),
+                  key=lambda p: (parse_time(p.created_at) or _EPOCH, p.name))
 
 
 def reached(job: JobStatus, want: str) -> bool:

@@ -64,6 +64,7 @@ class PodStatus:
     """Why it stopped: the container's reason (Error, OOMKilled), the pod's (DeadlineExceeded, Evicted),
     `preempted` for a DisruptionTarget, with `fatal exit code` when the failure policy fails the job on it."""
     message: str = ""
+    created_at: str = ""
     finished_at: str = ""
 
 
@@ -159,7 +160,7 @@ def _condition(obj: Mapping, kind: str) -> Mapping | None:
                  if c.get("type") == kind and c.get("status") == "True"), None)
 
 
-def _time(text: str | None) -> datetime | None:
+def parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
@@ -262,7 +263,7 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
     job = next((j for j in jobs if _owned_by(pod, j)), {})
     if exit_code is not None and exit_code in _fatal_codes(job) and status.get("phase") == "Failed":
         reason = f"{reason}: fatal exit code" if reason else "fatal exit code"
-    created = _time(meta.get("creationTimestamp"))
+    created = parse_time(meta.get("creationTimestamp"))
     node = spec.get("nodeName", "")
     return PodStatus(
         name=meta.get("name", ""), rank=spec.get("hostname") or meta.get("name", ""), role=_labels(pod).get(LABEL_ROLE, ""),
@@ -270,7 +271,7 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
         restarts=sum(int(s.get("restartCount") or 0) for s in status.get("containerStatuses") or []),
         age_seconds=int((now - created).total_seconds()) if created else None, node=node,
         domain=(_labels(nodes.get(node, {})).get(topology, "") if topology and node else ""),
-        exit_code=exit_code, reason=reason, message=message,
+        exit_code=exit_code, reason=reason, message=message, created_at=meta.get("creationTimestamp") or "",
         finished_at=terminated.get("finishedAt") or ("" if not meta.get("deletionTimestamp") else meta["deletionTimestamp"]))
 
 
@@ -294,7 +295,8 @@ def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:
     parallelism = int(spec.get("parallelism", 1))
     return RoleStatus(
         role=_labels(job).get(LABEL_ROLE, ""), job=_meta(job)["name"], state=state, reason=reason, message=message,
-        pods=tuple(sorted(pods, key=lambda p: (p.index if p.index is not None else -1, p.name))), phases=phases,
+        pods=tuple(sorted(pods, key=lambda p: (p.index if p.index is not None else -1,
+                                                parse_time(p.created_at) or datetime.min.replace(tzinfo=timezone.utc), p.name))), phases=phases,
         failed=int(status.get("failed") or 0),
         backoff_limit=spec.get("backoffLimit"), size=parallelism,
         min_size=int(min_pods) if min_pods.isdigit() else None, max_size=int(spec.get("completions") or parallelism))

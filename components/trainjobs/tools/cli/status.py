@@ -137,12 +137,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             return 0
         now = _fingerprint(jobs)
         if now != shown_before:
-            shown_before = now
-            if args.output == "json":
+            if args.output == "json":   # with --watch, one document a line
                 print(json.dumps({"jobs": [j.to_json() for j in jobs]}, indent=None if args.watch else 2), flush=True)
             else:
-                print(("\n\n" if args.watch and shown_before is not None else "")
-                      + "\n\n".join(job_text(j) for j in jobs), flush=True)
+                print(("\n" if shown_before is not None else "") + "\n\n".join(job_text(j) for j in jobs), flush=True)
+            shown_before = now
         if not args.watch or (jobs and all(j.state in TERMINAL for j in jobs)):
             return 0
         time.sleep(args.poll)
@@ -166,8 +165,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             for line in where.log(job.namespace, pod.name, tail=args.tail):
                 print(f"[{pod.rank}] {line}" if several else line)
         return 0
-    # Followed one after another when several: a rank's lines are printed as its pod writes them, and a pod that
-    # stops is followed to its successor (the newest pod of the same rank) while the job goes on.
+    # Ranks one after another when several: a rank's lines are printed as its pod writes them, and a pod that
+    # stops is followed to its successor (the next pod of the same rank) while the job goes on.
     for rank in [p.rank for p in pods]:
         for line in _follow_rank(args, where, job, rank):
             print(f"[{rank}] {line}" if several else line, flush=True)
@@ -175,19 +174,21 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _follow_rank(args: argparse.Namespace, where, job: JobStatus, rank: str) -> Iterator[str]:
-    followed: set[str] = set()
+    """A rank's pods one after another, oldest first, each until it stops, then its successor, until the job ends."""
+    followed: list[str] = []
     while True:
-        current = next((p for p in observe.pods_of(job, role=None) if p.rank == rank), None)
-        if current is None or current.name in followed:
+        new = [p for p in observe.attempts(job, rank) if p.name not in followed]
+        if not new:
             if job.state in TERMINAL:
                 return
             time.sleep(args.poll)
             job = _one_job(args, where)
             continue
-        followed.add(current.name)
-        if len(followed) > 1:
-            yield f"--- pod {current.name} replaces the previous pod of rank {rank}"
-        yield from where.follow(job.namespace, current.name)
+        for pod in new:
+            if followed:
+                yield f"--- pod {pod.name} replaces the previous pod of rank {rank}"
+            followed.append(pod.name)
+            yield from where.follow(job.namespace, pod.name)
         job = _one_job(args, where)
 
 
