@@ -2,6 +2,7 @@
 choice of pods; `wait`'s outcomes; run-local's runs as a source. The cluster itself: tests/cluster/test_status.py."""
 
 import json
+from pathlib import Path
 from datetime import datetime, timezone
 
 import pytest
@@ -276,3 +277,17 @@ def test_watch_prints_each_change_and_ends_with_the_job(tmp_path, capsys, monkey
     assert sleeps == [7.0]
     assert [line for line in out.splitlines() if line.startswith("llm ")] == ["llm (namespace ml): running",
                                                                               "llm (namespace ml): failed"]
+
+
+def test_the_jobs_of_a_program_as_render_reads_it(tmp_path, capsys):
+    """The dev stack's jobs: mnist-ddp in namespace default, llama-finetune in ml."""
+    program = str(Path(__file__).resolve().parents[1] / "stacks" / "__main__.py")
+    run_dir = local_run(tmp_path)
+    state = json.loads((run_dir / STATE_FILE).read_text())
+    for obj in state["jobs"] + state["pods"]:
+        obj["metadata"]["labels"]["trainjobs.io/job-name"] = "llama-finetune"
+    (run_dir / STATE_FILE).write_text(json.dumps(state))
+    assert main(["status", "--program", program, "--stack", "dev", "--local", str(run_dir), "--log-lines", "0"]) == 2
+    assert capsys.readouterr().err == "error: no training job 'mnist-ddp' in namespace default; jobs there: none\n"
+    assert main(["status", "llama-finetune", "--program", program, "--local", str(run_dir), "--log-lines", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "llama-finetune (namespace ml): failed"

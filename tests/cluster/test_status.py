@@ -251,3 +251,46 @@ def test_a_cluster_without_kueues_crds(cluster_env, namespace, monkeypatch):
     assert str(caught.value) == ("Job kq-node-0 is queued with Kueue (kueue.x-k8s.io/queue-name), but the cluster has "
                                  "no Kueue CRDs (workloads.kueue.x-k8s.io/v9): install Kueue v0.17 or later, or remove "
                                  "the job's queue")
+
+
+def rendered(namespace: str, name: str, args: dict) -> list[dict]:
+    return kubernetes_objects(run(lambda: TorchTrainJob(name, {"image": "x:1", "command": ["train"],
+                                                                "namespace": namespace, **args})))
+
+
+def test_a_volcano_podgroups_phase(cluster_env, namespace):
+    """No Volcano scheduler runs here: the pods stay Pending, and the test sets the PodGroup's phase as Volcano would
+    (the CRD has no status subresource)."""
+    for obj in rendered(namespace, "v", {"num_nodes": 2, "gang_scheduler": "volcano", "queue": "research"}):
+        if obj["kind"] == "PodGroup":
+            obj["status"] = {"phase": "Inqueue", "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                "message": "2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable",
+                "transitionID": "1", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        kubectl(cluster_env, "apply", "-f", "-", stdin=json.dumps(obj))
+    pods(cluster_env, namespace, "Pending", 2)
+    text = trainjobs(cluster_env, "status", "-n", namespace, check=0).stdout
+    assert normalised(text) == normalised(
+        f"v (namespace {namespace}): queued\n"
+        "  admission: PodGroup v in queue research: Inqueue (NotEnoughResources: 2/2 tasks in gang unschedulable: pod "
+        "group is not ready, 2 Pending, 2 minAvailable)\n"
+        "  role node, Job v-node-0: Pending\n"
+        "    pods: 2 Pending; backoff: 0 failed pods of backoffLimit 0\n"
+        "    RANK  POD  PHASE  RESTARTS  AGE  NODE  EXIT  REASON\n"
+        "    v-node-0-0  v-node-0-0-<id>  Pending  0  <age>  -  -  -\n"
+        "    v-node-0-1  v-node-0-1-<id>  Pending  0  <age>  -  -  -\n")
+
+
+def test_a_jobsets_restarts_against_its_max(cluster_env, namespace):
+    """No JobSet controller runs here: the test sets the JobSet's status as the controller would after two restarts."""
+    [jobset] = [o for o in rendered(namespace, "js", {"num_nodes": 2, "backend": "jobset",
+                                                      "failure_policy": {"max_restarts": 3}}) if o["kind"] == "JobSet"]
+    kubectl(cluster_env, "apply", "-f", "-", stdin=json.dumps(jobset))
+    kubectl(cluster_env, "patch", "-n", namespace, "jobset", "js", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"restarts": 2, "restartsCountTowardsMax": 2}}))
+    assert trainjobs(cluster_env, "status", "-n", namespace, check=0).stdout == (
+        f"js (namespace {namespace}): pending\n"
+        "  JobSet js: Running; restarts: 2 of maxRestarts 3\n")
+    data = json.loads(trainjobs(cluster_env, "status", "-n", namespace, "-o", "json", check=0).stdout)
+    assert data["jobs"][0]["jobset"] == {"name": "js", "state": "Running", "reason": "", "message": "",
+                                         "restarts": 2, "max_restarts": 3}
