@@ -291,3 +291,18 @@ def test_the_jobs_of_a_program_as_render_reads_it(tmp_path, capsys):
     assert capsys.readouterr().err == "error: no training job 'mnist-ddp' in namespace default; jobs there: none\n"
     assert main(["status", "llama-finetune", "--program", program, "--local", str(run_dir), "--log-lines", "0"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "llama-finetune (namespace ml): failed"
+
+
+def test_the_command_and_the_package_load_the_kubernetes_client_only_to_read_a_cluster(tmp_path):
+    """`import trainjobs` and the command's start never import it; without it, reading a cluster says what to install."""
+    import subprocess
+    import sys
+
+    loaded = ("import sys, trainjobs, trainjobs.tools.cli.main; trainjobs.status; "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))")
+    assert subprocess.run([sys.executable, "-c", loaded], capture_output=True, text=True, timeout=120).stdout == "[]\n"
+    blocked = ("import sys; sys.modules['kubernetes'] = None; from trainjobs.tools.cli.main import main; "
+               "sys.exit(main(['status']))")
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (2, "error: reading a cluster needs the Kubernetes Python client, which "
+                                                 "is not installed: pip install 'trainjobs[cluster]'\n")
