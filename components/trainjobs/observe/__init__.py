@@ -11,7 +11,7 @@ why, how far into its backoff or restarts it is, an elastic job's size, where it
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Iterator, Protocol, Sequence
 
 from trainjobs.observe.cluster import ClusterSource, StatusError
 from trainjobs.observe.state import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, Admission, FailedRank, JobSetStatus,
@@ -29,8 +29,11 @@ WAIT_STATES = {"complete": {SUCCEEDED}, "failed": {FAILED}, "admitted": {ADMITTE
 
 
 class Source(Protocol):
+    """Where jobs are read from: a cluster (`cluster.ClusterSource`) or a run-local run (`local.LocalSource`)."""
+
     def snapshot(self, namespace: str | None, names: list[str]) -> Snapshot: ...
     def log(self, namespace: str, pod: str, tail: int | None = None) -> list[str]: ...
+    def follow(self, namespace: str, pod: str) -> Iterator[str]: ...
 
 
 def source(context: str | None = None, kubeconfig: str | None = None, local: bool | str | Path | None = None) -> Source:
@@ -59,8 +62,8 @@ def read(where: Source, names: Sequence[str] = (), namespace: str | None = None,
     if missing:
         known = sorted({j.name for j in job_statuses(where.snapshot(namespace, []))})
         where_ = f"namespace {namespace}" if namespace else "any namespace"
-        raise StatusError(f"no training job {', '.join(repr(m) for m in missing)} in {where_}"
-                          f"{getattr(where, 'described', '')}; jobs there: {', '.join(known) or 'none'}")
+        raise StatusError(f"no training job {', '.join(repr(m) for m in missing)} in {where_}; "
+                          f"jobs there: {', '.join(known) or 'none'}")
     return found
 
 

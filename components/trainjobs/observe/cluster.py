@@ -5,7 +5,7 @@ The client is imported on first use: `import trainjobs` and `trainjobs render` n
 """
 
 import json
-from typing import Any, Iterator
+from typing import Iterator
 
 from trainjobs.kube.manifests import LABEL_JOB, MAIN_CONTAINER
 from trainjobs.observe.state import Snapshot
@@ -46,43 +46,45 @@ class ClusterSource:
 
     # -- requests ---------------------------------------------------------------------------
 
-    def _get(self, path: str, query: list[tuple[str, Any]], what: tuple[str, str, str], stream: bool = False,
-             timeout: float | None = REQUEST_TIMEOUT, failed: str = ""):
-        """GET `path`: the JSON body (or the open response, `stream`); `what` is (verb, resource, namespace)
-        for a refusal's message, `failed` what another failure is said of. A 404 returns None."""
+    def _call(self, what: tuple[str, str, str], method, *args, stream: bool = False,
+              timeout: float | None = REQUEST_TIMEOUT, failed: str = "", **kwargs):
+        """One request by a method of the client's typed APIs (which stay the same across the client's versions):
+        the JSON body, or the open response (`stream`); None on a 404. `what` is (verb, resource, namespace) for a
+        refusal's message, `failed` what another failure is said of."""
         import urllib3
+        from kubernetes.client.exceptions import ApiException
 
-        method, url, headers, body, _ = self.api.param_serialize("GET", path, query_params=query,
-                                                                 auth_settings=["BearerToken"])
         try:
-            response = self.api.call_api(method, url, headers, body, _request_timeout=timeout)
+            response = method(*args, _preload_content=False, _request_timeout=timeout, **kwargs)
+        except ApiException as exc:
+            detail = _message(exc.body or b"") or exc.reason or ""
+            if exc.status == 404:
+                return None
+            if exc.status in (401, 403):
+                verb, resource, namespace = what
+                where = f" in namespace {namespace}" if namespace else " in any namespace"
+                raise StatusError(f"the context {self.context} may not {verb} {resource}{where} ({exc.status} "
+                                  f"{exc.reason}): {detail}; ask for that right, or use a context that has it") from None
+            raise StatusError(f"{failed}: {detail}" if failed else f"{what[0]} {what[1]}: the API server at {self.host} "
+                              f"answered {exc.status} {exc.reason}: {detail}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise StatusError(f"cannot reach the cluster at {self.host} (context {self.context}): "
                               f"{_reason(exc)}; is it running, and is this the kubeconfig and context you meant?") from None
-        if response.status == 404:
-            response.read()
-            return None
-        if response.status in (401, 403):
-            verb, resource, namespace = what
-            where = f" in namespace {namespace}" if namespace else " in any namespace"
-            detail = _message(response.read())
-            raise StatusError(f"the context {self.context} may not {verb} {resource}{where} "
-                              f"({response.status} {response.reason}): {detail}; ask for that right, or use a context "
-                              "that has it")
-        if not 200 <= response.status < 300 and failed:
-            raise StatusError(f"{failed}: {_message(response.read())}")
-        if not 200 <= response.status < 300:
-            raise StatusError(f"{what[0]} {what[1]}: the API server at {self.host} answered {response.status} "
-                              f"{response.reason}: {_message(response.read())}")
-        return response.response if stream else json.loads(response.read())
+        return response if stream else json.loads(response.data)
 
     def _list(self, group: str, version: str, plural: str, namespace: str | None, selector: str) -> list[dict] | None:
         """The objects of that resource with the selector; None when the cluster does not serve it (its CRD is
-        not installed)."""
-        base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-        path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
-        found = self._get(path, [("labelSelector", selector)] if selector else [],
-                          ("list", f"{plural}.{group}" if group else plural, namespace or ""))
+        not installed). Pods through the core API, every other kind through its group's."""
+        what = ("list", f"{plural}.{group}" if group else plural, namespace or "")
+        options = {"label_selector": selector} if selector else {}
+        if not group:
+            core = self._client.CoreV1Api(self.api)
+            found = (self._call(what, core.list_namespaced_pod, namespace, **options) if namespace
+                     else self._call(what, core.list_pod_for_all_namespaces, **options))
+        else:
+            custom = self._client.CustomObjectsApi(self.api)
+            found = (self._call(what, custom.list_namespaced_custom_object, group, version, namespace, plural, **options)
+                     if namespace else self._call(what, custom.list_cluster_custom_object, group, version, plural, **options))
         return None if found is None else found.get("items") or []
 
     # -- the source interface ---------------------------------------------------------------
@@ -108,23 +110,22 @@ class ClusterSource:
         for group in POD_GROUPS:
             snapshot.podgroups += self._list(*group, namespace, selector) or []
         for node in sorted({(p.get("spec") or {}).get("nodeName") for p in snapshot.pods} - {None, ""}):
-            found = self._get(f"/api/v1/nodes/{node}", [], ("get", "nodes", ""))
+            found = self._call(("get", "nodes", ""), self._client.CoreV1Api(self.api).read_node, node)
             if found is not None:
                 snapshot.nodes[node] = found
         return snapshot
 
     def log(self, namespace: str, pod: str, tail: int | None = None, container: str = MAIN_CONTAINER) -> list[str]:
-        query = [("container", container)] + ([("tailLines", tail)] if tail else [])
-        found = self._get(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query, ("get", "pods/log", namespace),
-                          stream=True, timeout=LOG_TIMEOUT, failed=f"pod {pod}")
-        if found is None:
-            return []
-        return found.read().decode(errors="replace").splitlines()
+        found = self._call(("get", "pods/log", namespace), self._client.CoreV1Api(self.api).read_namespaced_pod_log,
+                           pod, namespace, container=container, stream=True, timeout=LOG_TIMEOUT, failed=f"pod {pod}",
+                           **({"tail_lines": tail} if tail else {}))
+        return [] if found is None else found.data.decode(errors="replace").splitlines()
 
     def follow(self, namespace: str, pod: str, container: str = MAIN_CONTAINER) -> Iterator[str]:
         """The pod's log lines as they come, until its container stops."""
-        found = self._get(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", [("container", container), ("follow", "true")],
-                          ("get", "pods/log", namespace), stream=True, timeout=None, failed=f"pod {pod}")
+        found = self._call(("get", "pods/log", namespace), self._client.CoreV1Api(self.api).read_namespaced_pod_log,
+                           pod, namespace, container=container, follow=True, stream=True, timeout=None,
+                           failed=f"pod {pod}")
         if found is None:
             return
         pending = b""

@@ -272,7 +272,7 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
         age_seconds=int((now - created).total_seconds()) if created else None, node=node,
         domain=(_labels(nodes.get(node, {})).get(topology, "") if topology and node else ""),
         exit_code=exit_code, reason=reason, message=message, created_at=meta.get("creationTimestamp") or "",
-        finished_at=terminated.get("finishedAt") or ("" if not meta.get("deletionTimestamp") else meta["deletionTimestamp"]))
+        finished_at=terminated.get("finishedAt") or meta.get("deletionTimestamp") or "")
 
 
 def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:

@@ -8,7 +8,9 @@ import time
 from typing import Callable, Iterator
 
 from trainjobs import observe
+from trainjobs.backends import pod_sets
 from trainjobs.observe import JobStatus, PodStatus, RoleStatus, StatusError
+from trainjobs.tools.cli import render
 from trainjobs.tools.cli.render import shown
 
 # `trainjobs wait`'s exit statuses, one per outcome (2 is every command's usage error).
@@ -88,9 +90,6 @@ def _namespaces_and_names(args: argparse.Namespace) -> list[tuple[str | None, li
     """(namespace, job names) to read: the program's jobs by namespace (as `render` reads the program), else the
     names given in `--namespace`, or in every namespace (`--all-namespaces`, and `--local` without one)."""
     if getattr(args, "program", None):
-        from trainjobs.tools.cli import render
-        from trainjobs.backends import pod_sets
-
         program = argparse.Namespace(program=args.program, stack=args.stack, config=args.config,
                                      stack_output=args.stack_output)
         found: dict[str, set[str]] = {}
