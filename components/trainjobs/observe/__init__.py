@@ -14,19 +14,14 @@ from pathlib import Path
 from typing import Iterator, Protocol, Sequence
 
 from trainjobs.observe.cluster import ClusterSource, StatusError
-from trainjobs.observe.state import (ADMITTED, FAILED, QUEUED, RUNNING, SUCCEEDED, Admission, FailedRank, JobSetStatus,
-                                     JobStatus, PodStatus, RoleStatus, Snapshot, job_statuses, parse_time)
+from trainjobs.observe.state import (Admission, FailedRank, JobSetStatus, JobStatus, PodStatus, RoleStatus, Snapshot,
+                                     job_statuses, parse_time)
 
 __all__ = ["Admission", "FailedRank", "JobSetStatus", "JobStatus", "PodStatus", "RoleStatus", "StatusError",
-           "status", "source", "read", "pods_of", "attempts", "reached", "WAIT_STATES"]
+           "status", "source", "read", "pods_of", "attempts"]
 
 LOG_LINES = 10
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
-
-# What `wait --for` waits for: the job states that satisfy it.
-WAIT_STATES = {"complete": {SUCCEEDED}, "failed": {FAILED}, "admitted": {ADMITTED, RUNNING, SUCCEEDED, FAILED},
-               "running": {RUNNING}}
-
 
 class Source(Protocol):
     """Where jobs are read from: a cluster (`cluster.ClusterSource`) or a run-local run (`local.LocalSource`)."""
@@ -45,10 +40,11 @@ def source(context: str | None = None, kubeconfig: str | None = None, local: boo
 
 
 def read(where: Source, names: Sequence[str] = (), namespace: str | None = None,
-         log_lines: int = LOG_LINES) -> list[JobStatus]:
+         log_lines: int | None = LOG_LINES) -> list[JobStatus]:
     """The named jobs (every job, without names) in `namespace` (None: every namespace); a name with no job is
     an error."""
     snapshot = where.snapshot(namespace, list(names))
+    log_lines = LOG_LINES if log_lines is None else log_lines
 
     def logs(pod: PodStatus) -> list[str]:
         job = next(p for p in snapshot.pods if p["metadata"]["name"] == pod.name)
@@ -105,8 +101,3 @@ def attempts(job: JobStatus, rank: str) -> list[PodStatus]:
     """Every pod of a rank the job still has, oldest first: a pod replaced after preemption, then its successors."""
     return sorted((p for r in job.roles for p in r.pods if p.rank == rank),
                   key=lambda p: (parse_time(p.created_at) or _EPOCH, p.name))
-
-
-def reached(job: JobStatus, want: str) -> bool:
-    """Whether the job is in a state `wait --for want` waits for."""
-    return job.state in WAIT_STATES[want]

@@ -151,8 +151,10 @@ def _reason(exc: BaseException) -> str:
     return str(reason or exc).split(": ", 1)[-1] if reason else str(exc)
 
 
-def _message(body: bytes) -> str:
+def _message(body: bytes | str) -> str:
+    """The API server's message in an error's body (a Status object), else the body itself."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else body
     try:
-        return json.loads(body).get("message", "") or body.decode(errors="replace")
-    except ValueError:
-        return body.decode(errors="replace").strip()
+        return json.loads(text).get("message", "") or text.strip()
+    except (ValueError, AttributeError):
+        return text.strip()

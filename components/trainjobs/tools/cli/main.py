@@ -13,7 +13,6 @@ from trainjobs.backends import pod_sets
 from trainjobs.tools.cli import render, status
 from trainjobs.tools.cli.summary import SUMMARY_FILE
 from trainjobs.core.errors import TrainJobError, TrainJobErrors
-from trainjobs.observe.cluster import StatusError
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
 from trainjobs.tools.engine import run_program
 
@@ -242,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
-    except (TrainJobError, ConfigError, pulumi.RunError, FileExistsError, FileNotFoundError, StatusError) as exc:
+    except (TrainJobError, ConfigError, pulumi.RunError, FileExistsError, FileNotFoundError) as exc:
         # pulumi.RunError (ConfigMissingError, ConfigTypeError, ...) is how a program stops with a message.
         for error in exc.errors if isinstance(exc, TrainJobErrors) else (exc,):   # every refused job
             print(f"error: {error}", file=sys.stderr)

@@ -1,22 +1,56 @@
 """`trainjobs status`, `logs` and `wait`: a deployed job's state, its ranks' logs, and a wait for an outcome,
 read from the cluster of the kubeconfig's context or from a run-local run (`--local`)."""
 
+from __future__ import annotations
+
 import argparse
+import functools
 import json
 import sys
 import time
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from trainjobs import observe
 from trainjobs.backends import pod_sets
-from trainjobs.observe import JobStatus, PodStatus, RoleStatus, StatusError
 from trainjobs.tools.cli import render
 from trainjobs.tools.cli.render import shown
 
+if TYPE_CHECKING:
+    from trainjobs.observe import JobStatus, RoleStatus
+
+# trainjobs.observe is imported by the three commands only: the command's other uses start without it.
+
 # `trainjobs wait`'s exit statuses, one per outcome (2 is every command's usage error).
 WAIT_REACHED, WAIT_FAILED, WAIT_SUCCEEDED, WAIT_TIMEOUT = 0, 1, 3, 124
+WAIT_FOR = ("admitted", "complete", "failed", "running")
 POLL_SECONDS = 2.0
-TERMINAL = (observe.SUCCEEDED, observe.FAILED)
+
+
+def _satisfies(state: str, wait_for: str) -> bool:
+    """Whether a job in `state` is what `wait --for wait_for` waits for (a job that runs or ended was admitted)."""
+    from trainjobs.observe.state import ADMITTED, FAILED, RUNNING, SUCCEEDED
+
+    return state in {"complete": {SUCCEEDED}, "failed": {FAILED}, "running": {RUNNING},
+                     "admitted": {ADMITTED, RUNNING, SUCCEEDED, FAILED}}[wait_for]
+
+
+def _ended(job: JobStatus) -> bool:
+    from trainjobs.observe.state import FAILED, SUCCEEDED
+
+    return job.state in (SUCCEEDED, FAILED)
+
+
+def _command(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command whose StatusError is said on stderr with exit status 2, as every command's errors are."""
+    @functools.wraps(run)
+    def command(args: argparse.Namespace) -> int:
+        from trainjobs.observe import StatusError
+
+        try:
+            return run(args)
+        except StatusError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return command
 
 
 def age(seconds: int | None) -> str:
@@ -105,7 +139,9 @@ def _namespaces_and_names(args: argparse.Namespace) -> list[tuple[str | None, li
     return [(None, names)]
 
 
-def _read(args: argparse.Namespace, where, log_lines: int = observe.LOG_LINES) -> list[JobStatus]:
+def _read(args: argparse.Namespace, where, log_lines: int | None = None) -> list[JobStatus]:
+    from trainjobs import observe
+
     found = []
     for namespace, names in _namespaces_and_names(args):
         found += observe.read(where, names, namespace, log_lines)
@@ -113,6 +149,8 @@ def _read(args: argparse.Namespace, where, log_lines: int = observe.LOG_LINES) -
 
 
 def _source(args: argparse.Namespace):
+    from trainjobs import observe
+
     return observe.source(args.context, args.kubeconfig, args.local)
 
 
@@ -126,6 +164,8 @@ def _fingerprint(jobs: list[JobStatus]) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+@_command
+@_command
 def cmd_status(args: argparse.Namespace) -> int:
     where = _source(args)
     shown_before = None
@@ -141,12 +181,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             else:
                 print(("\n" if shown_before is not None else "") + "\n\n".join(job_text(j) for j in jobs), flush=True)
             shown_before = now
-        if not args.watch or (jobs and all(j.state in TERMINAL for j in jobs)):
+        if not args.watch or (jobs and all(_ended(j) for j in jobs)):
             return 0
         time.sleep(args.poll)
 
 
 def _one_job(args: argparse.Namespace, where) -> JobStatus:
+    from trainjobs.observe import StatusError
+
     jobs = _read(args, where, log_lines=0)
     if len(jobs) > 1:
         raise StatusError(f"job {args.job} is in namespaces {', '.join(j.namespace for j in jobs)}: "
@@ -154,7 +196,10 @@ def _one_job(args: argparse.Namespace, where) -> JobStatus:
     return jobs[0]
 
 
+@_command
 def cmd_logs(args: argparse.Namespace) -> int:
+    from trainjobs import observe
+
     where = _source(args)
     job = _one_job(args, where)
     pods = observe.pods_of(job, args.rank, args.role)
@@ -174,11 +219,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def _follow_rank(args: argparse.Namespace, where, job: JobStatus, rank: str) -> Iterator[str]:
     """A rank's pods one after another, oldest first, each until it stops, then its successor, until the job ends."""
+    from trainjobs import observe
+
     followed: list[str] = []
     while True:
         new = [p for p in observe.attempts(job, rank) if p.name not in followed]
         if not new:
-            if job.state in TERMINAL:
+            if _ended(job):
                 return
             time.sleep(args.poll)
             job = _one_job(args, where)
@@ -191,21 +238,24 @@ def _follow_rank(args: argparse.Namespace, where, job: JobStatus, rank: str) -> 
         job = _one_job(args, where)
 
 
+@_command
 def cmd_wait(args: argparse.Namespace) -> int:
+    from trainjobs.observe.state import FAILED
+
     where = _source(args)
     deadline = time.monotonic() + args.timeout if args.timeout else None
     while True:
         job = _one_job(args, where)
-        if observe.reached(job, args.wait_for):
+        if _satisfies(job.state, args.wait_for):
             print(f"{job.name}: {job.state} ({args.wait_for} reached)")
             return WAIT_REACHED
-        if job.state in TERMINAL:
+        if _ended(job):
             cause = ""
             if job.first_failure:
                 f = job.first_failure
                 cause = f": rank {f.rank} exited {f.exit_code if f.exit_code is not None else '-'} ({shown(f.reason)})"
             print(f"{job.name}: {job.state}, not {args.wait_for}{cause}")
-            return WAIT_FAILED if job.state == observe.FAILED else WAIT_SUCCEEDED
+            return WAIT_FAILED if job.state == FAILED else WAIT_SUCCEEDED
         if deadline is not None and time.monotonic() >= deadline:
             print(f"{job.name}: still {job.state} after {args.timeout:g}s, not {args.wait_for}")
             return WAIT_TIMEOUT
@@ -231,8 +281,8 @@ def add_commands(sub, program_options: Callable[[argparse.ArgumentParser], None]
     where(p)
     p.add_argument("--watch", "-w", action="store_true", help="print again on every change, until every job ended")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
-    p.add_argument("--log-lines", type=int, default=observe.LOG_LINES, metavar="N",
-                   help=f"last lines of the first failed rank's log (default: {observe.LOG_LINES}; 0: none)")
+    p.add_argument("--log-lines", type=int, metavar="N",
+                   help="last lines of the first failed rank's log (default: as trainjobs.status(), 10; 0: none)")
     p.set_defaults(func=cmd_status, run_program=run_program)
 
     p = sub.add_parser("logs", help="print a job's logs by rank, as `explain` names its pods")
@@ -249,7 +299,7 @@ def add_commands(sub, program_options: Callable[[argparse.ArgumentParser], None]
     p = sub.add_parser("wait", help="wait for a job's outcome: exit 0 when reached, 1 failed, 3 succeeded (waiting "
                                     "for another state), 124 timed out")
     p.add_argument("job", metavar="JOB")
-    p.add_argument("--for", dest="wait_for", choices=sorted(observe.WAIT_STATES), default="complete",
+    p.add_argument("--for", dest="wait_for", choices=WAIT_FOR, default="complete",
                    help="complete (default), failed, admitted or running")
     p.add_argument("--timeout", type=float, default=0, metavar="S", help="give up after S seconds (default: never)")
     where(p)
