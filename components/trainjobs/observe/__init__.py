@@ -23,6 +23,7 @@ __all__ = ["Admission", "FailedRank", "JobSetStatus", "JobStatus", "PodStatus", 
 LOG_LINES = 10
 _EPOCH = datetime.fromtimestamp(0, timezone.utc)
 
+
 class Source(Protocol):
     """Where jobs are read from: a cluster (`cluster.ClusterSource`) or a run-local run (`local.LocalSource`)."""
 
@@ -47,9 +48,9 @@ def read(where: Source, names: Sequence[str] = (), namespace: str | None = None,
     log_lines = LOG_LINES if log_lines is None else log_lines
 
     def logs(pod: PodStatus) -> list[str]:
-        job = next(p for p in snapshot.pods if p["metadata"]["name"] == pod.name)
+        found = next(p for p in snapshot.pods if p["metadata"]["name"] == pod.name)
         try:
-            return where.log(job["metadata"].get("namespace", "default"), pod.name, tail=log_lines)
+            return where.log(found["metadata"].get("namespace", "default"), pod.name, tail=log_lines)
         except StatusError as exc:
             return [f"(no log: {exc})"]
 
