@@ -1,5 +1,5 @@
 """A job's state from plain objects (trainjobs.observe.state), as `trainjobs status` prints it and as JSON; `logs`'
-choice of pods; `wait`'s outcomes; run-local's runs as a source. The cluster itself: tests/cluster/test_status.py."""
+choice of pods; `wait`'s outcomes; run-local's runs as a source. The cluster itself: tests/cluster/test_status_on_cluster.py."""
 
 import json
 from pathlib import Path

@@ -78,13 +78,14 @@ def _job(job: JobRun) -> dict[str, Any]:
 
 def _jobset(jobset: JobSetRun) -> dict[str, Any]:
     meta = jobset.manifest.get("metadata") or {}
+    namespace = meta.get("namespace", "default")
     conditions = []
     if jobset.state:
         reason, _, message = jobset.reason.partition(": ")
         conditions.append({"type": jobset.state, "status": "True", "reason": reason, "message": message})
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": jobset.name, "namespace": meta.get("namespace", "default"),
-                         "uid": f"{meta.get('namespace', 'default')}/{jobset.name}", "labels": dict(meta.get("labels") or {})},
+            "metadata": {"name": jobset.name, "namespace": namespace, "uid": f"{namespace}/{jobset.name}",
+                         "labels": dict(meta.get("labels") or {})},
             "spec": {"failurePolicy": {"maxRestarts": int((jobset.spec.get("failurePolicy") or {}).get("maxRestarts", 0))}},
             "status": {"restarts": jobset.restarts, "conditions": conditions}}
 
@@ -95,7 +96,8 @@ def write(run_dir: Path, jobs: list[JobRun], jobsets: list[JobSetRun], node: str
     state = {"finished": finished, "node": node,
              "jobs": [_job(j) for j in jobs], "jobsets": [_jobset(s) for s in jobsets],
              "pods": [_pod(p, j, j.spec.namespace, node, offset) for j in jobs for p in j.pods],
-             "logs": {p.spec.name: {c.spec.name: str(c.log_path) for c in p.sandbox.containers} for j in jobs for p in j.pods}}
+             "logs": {p.spec.name: {c.spec.name: str(c.log_path) for c in p.sandbox.containers}
+                      for j in jobs for p in j.pods}}
     temporary = run_dir / f".{STATE_FILE}.tmp"
     temporary.write_text(json.dumps(state, indent=1) + "\n")
     os.replace(temporary, run_dir / STATE_FILE)

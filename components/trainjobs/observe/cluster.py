@@ -83,8 +83,9 @@ class ClusterSource:
                      else self._call(what, core.list_pod_for_all_namespaces, **options))
         else:
             custom = self._client.CustomObjectsApi(self.api)
-            found = (self._call(what, custom.list_namespaced_custom_object, group, version, namespace, plural, **options)
-                     if namespace else self._call(what, custom.list_cluster_custom_object, group, version, plural, **options))
+            found = (self._call(what, custom.list_namespaced_custom_object, group, version, namespace, plural,
+                                **options) if namespace
+                     else self._call(what, custom.list_cluster_custom_object, group, version, plural, **options))
         return None if found is None else found.get("items") or []
 
     # -- the source interface ---------------------------------------------------------------

@@ -18,6 +18,7 @@ from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
 from trainjobs.scheduling.kueue import PREFERRED_TOPOLOGY, QUEUE_LABEL, REQUIRED_TOPOLOGY, SLICE_TOPOLOGY
 
 DISRUPTION_TARGET = "DisruptionTarget"
+_EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 # A pod the Job controller deleted because its Job failed or was suspended stops with SIGKILL's 128 + 9.
 KILLED = 137
 
@@ -293,13 +294,13 @@ def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:
         phases[pod.phase] = phases.get(pod.phase, 0) + 1
     min_pods = (_meta(job).get("annotations") or {}).get(MIN_PODS, "")
     parallelism = int(spec.get("parallelism", 1))
+    order = sorted(pods, key=lambda p: (p.index if p.index is not None else -1, parse_time(p.created_at) or _EARLIEST,
+                                        p.name))
     return RoleStatus(
         role=_labels(job).get(LABEL_ROLE, ""), job=_meta(job)["name"], state=state, reason=reason, message=message,
-        pods=tuple(sorted(pods, key=lambda p: (p.index if p.index is not None else -1,
-                                                parse_time(p.created_at) or datetime.min.replace(tzinfo=timezone.utc), p.name))), phases=phases,
-        failed=int(status.get("failed") or 0),
-        backoff_limit=spec.get("backoffLimit"), size=parallelism,
-        min_size=int(min_pods) if min_pods.isdigit() else None, max_size=int(spec.get("completions") or parallelism))
+        pods=tuple(order), phases=phases, failed=int(status.get("failed") or 0), backoff_limit=spec.get("backoffLimit"),
+        size=parallelism, min_size=int(min_pods) if min_pods.isdigit() else None,
+        max_size=int(spec.get("completions") or parallelism))
 
 
 def _jobset(jobset: Mapping) -> JobSetStatus:

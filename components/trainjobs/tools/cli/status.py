@@ -100,7 +100,8 @@ def job_text(job: JobStatus) -> str:
     lines = [f"{job.name} (namespace {job.namespace}): {job.state}"]
     for admission in job.admission:
         queue = f" in queue {admission.queue}" if admission.queue else ""
-        requeued = f"; requeued {admission.requeues} time{'' if admission.requeues == 1 else 's'}" if admission.requeues else ""
+        times = admission.requeues
+        requeued = f"; requeued {times} time{'' if times == 1 else 's'}" if times else ""
         lines.append(f"  admission: {admission.kind} {admission.name}{queue}: {admission.state}"
                      f"{_said(admission.reason, admission.message)}{requeued}")
     if job.jobset:
@@ -115,7 +116,8 @@ def job_text(job: JobStatus) -> str:
     if failure:
         code = "no exit code" if failure.exit_code is None else f"exit code {failure.exit_code}"
         lines.append(f"  first failed rank: {failure.rank} (pod {failure.pod}, role {failure.role}): {code}, "
-                     f"{shown(failure.reason) or 'no reason given'}{f' ({shown(failure.message)})' if failure.message else ''}")
+                     f"{shown(failure.reason) or 'no reason given'}"
+                     f"{f' ({shown(failure.message)})' if failure.message else ''}")
         lines += [f"    | {shown(line)}" for line in failure.log_tail]
     return "\n".join(lines)
 

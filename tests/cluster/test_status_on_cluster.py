@@ -186,6 +186,11 @@ def test_the_rank_that_failed_first_and_why(cluster_env, namespace):
         "(the container stopped with 3)\n"
         f"    | (no log: pod {pod}: Get \"https://127.0.0.1:10250/containerLogs/{namespace}/{pod}/node?"
         "tailLines=5\": dial tcp 127.0.0.1:10250: connect: connection refused)\n")
+    # kwok's nodes serve no logs: `logs` says which pod's log the API server could not get, and why.
+    logs = trainjobs(cluster_env, "logs", "-n", namespace, "bad", "--rank", "1")
+    assert (logs.returncode, logs.stdout, logs.stderr) == (
+        2, "", f'error: pod {pod}: Get "https://127.0.0.1:10250/containerLogs/{namespace}/{pod}/node": dial tcp '
+               "127.0.0.1:10250: connect: connection refused\n")
     first = json.loads(trainjobs(cluster_env, "status", "-n", namespace, "bad", "-o", "json", "--log-lines", "0",
                                  check=0).stdout)["jobs"][0]["first_failure"]
     assert first == {"pod": pod, "rank": "bad-node-0-1", "role": "node", "exit_code": 3,
