@@ -24,11 +24,16 @@ if TYPE_CHECKING:
     from trainjobs.families.torchtune import (TORCHTUNE_LLAMA3_2_1B, TORCHTUNE_LLAMA3_2_3B, TORCHTUNE_QWEN2_5_1_5B, TorchTuneRuntime,
                                               TorchTuneTrainJob, TorchTuneTrainJobArgs)
     from trainjobs.families.xgboost import XGBOOST_DISTRIBUTED, XGBoostRuntime, XGBoostTrainJob, XGBoostTrainJobArgs
+    from trainjobs.observe import (Admission, FailedRank, JobSetStatus, JobStatus, PodStatus, RoleStatus, StatusError,
+                                   status)
     from trainjobs.platform.namespace import TrainingNamespace, TrainingNamespaceArgs
 
-# Where each lazily imported public name lives: the families' registry, and the platform's component.
+# Where each lazily imported public name lives: the families' registry, the platform's component, and what reads
+# deployed jobs (`status`), whose Kubernetes client a program that only deploys never loads.
 _MODULE_OF = {**{name: f".families.{module}" for module, names in FAMILIES.items() for name in names},
-              **{name: ".platform.namespace" for name in ("TrainingNamespace", "TrainingNamespaceArgs")}}
+              **{name: ".platform.namespace" for name in ("TrainingNamespace", "TrainingNamespaceArgs")},
+              **{name: ".observe" for name in ("status", "StatusError", "JobStatus", "RoleStatus", "PodStatus",
+                                               "Admission", "FailedRank", "JobSetStatus")}}
 
 __all__ = sorted(["DeviceRequest", "EnvVar", "ExtraRole", "FailurePolicy", "Initializer", "Issue", "Placement",
                   "PlatformProfile", "PodTemplate", "Resources", "TrainJobArgs", "TrainJobError", "TrainingRuntime",

@@ -80,7 +80,7 @@ class Kube:
             from kubernetes import client, config
         except ModuleNotFoundError:
             raise ApiError("the node agent reads the kubeconfig with the Kubernetes client, which is not installed: "
-                           "pip install 'trainjobs[node-agent]'") from None
+                           "pip install 'trainjobs[cluster]'") from None
         configuration = client.Configuration()
         try:
             config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from trainjobs.observe.local import RUN_DIR_PREFIX
 from trainjobs.tools.podview import ObjectIndex
 from .jobs import Console, Echo, JobRun, PodRun
 from .jobsets import Disruption, jobset_runs
 from .network import Network
+from . import objects as api_objects
 from .output import Filter
 from .plan import Selection, pod_spec
 from .resize import Resize
@@ -96,11 +98,12 @@ class LocalRun:
         self.disruptions = list(disruptions)
         self.resizes = list(resizes)
         self.network = Network.plan([slot for job in selection.jobs for slot in job.slots])
-        self.run_dir = run_root / f"trainjobs-{self.network.prefix}"
+        self.run_dir = run_root / f"{RUN_DIR_PREFIX}{self.network.prefix}"
         self._signal: int | None = None
         self._stopping: list[PodRun] = []
         self.holders: Holders | None = None
         self.node_name = socket.gethostname()
+        self._written: tuple = ()
 
     # -- signals ----------------------------------------------------------------------------
 
@@ -154,6 +157,7 @@ class LocalRun:
             exit_code = exit_code or EXIT_FAILED
         result = RunResult(status, exit_code, self.run_dir, duration, self.jobs, message, leftovers, self.jobsets)
         (self.run_dir / "summary.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        self._write_objects(finished=True)
         self._print_summary(result)
         return result
 
@@ -222,9 +226,18 @@ class LocalRun:
             self._settle(now)
             for jobset in self.jobsets:
                 jobset.step(now)
+            self._write_objects()
             if all(j.state and j.state != "Restarting" for j in self.jobs) and not self._stopping:
                 return self._outcome()
             time.sleep(TICK)
+
+    def _write_objects(self, finished: bool = False) -> None:
+        """The run's objects for `trainjobs status --local`, when a pod, Job or JobSet has changed."""
+        seen = (finished, tuple((p.spec.name, p.phase, p.exit_code, tuple(p.conditions)) for j in self.jobs for p in j.pods),
+                tuple((j.state, j.failures) for j in self.jobs), tuple((s.state, s.restarts) for s in self.jobsets))
+        if seen != self._written:
+            self._written = seen
+            api_objects.write(self.run_dir, self.jobs, self.jobsets, self.node_name, finished)
 
     def _outcome(self) -> tuple[str, str]:
         """Succeeded when every JobSet completed and every other Job is complete."""

@@ -10,7 +10,7 @@ import pulumi
 
 from trainjobs import __version__
 from trainjobs.backends import pod_sets
-from trainjobs.tools.cli import render
+from trainjobs.tools.cli import render, status
 from trainjobs.tools.cli.summary import SUMMARY_FILE
 from trainjobs.core.errors import TrainJobError, TrainJobErrors
 from trainjobs.tools.stackconfig import ConfigError, load_yaml
@@ -184,15 +184,18 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"trainjobs {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
 
-    def program_command(name: str, help_: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_)
-        p.add_argument("program", help="Pulumi program file, e.g. stacks/__main__.py")
+    def stack_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml config to use (default: dev)")
         p.add_argument("--stack-output", action="append", default=[], metavar="STACK:NAME=VALUE",
                        help="an output of another stack the program reads with a StackReference (YAML value; "
                             "repeatable); without it, such outputs are unknown in render and explain")
         p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value (YAML value); repeatable")
+
+    def program_command(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("program", help="Pulumi program file, e.g. stacks/__main__.py")
+        stack_options(p)
         return p
 
     p = program_command("render", "write every Kubernetes object the program creates as YAML")
@@ -262,6 +265,7 @@ def parser() -> argparse.ArgumentParser:
                                            "pulumi preview --policy-pack DIR")
     p.add_argument("directory", metavar="DIR", help="where to write it (made if missing)")
     p.set_defaults(func=cmd_policy_pack)
+    status.add_commands(sub, stack_options, _run)
     return top
 
 
@@ -278,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         for error in exc.errors if isinstance(exc, TrainJobErrors) else (exc,):   # every refused job
             print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:   # Ctrl-C ends `status --watch`, `logs --follow` and `wait`
+        return 130
     except BrokenPipeError:   # the reader stopped early (`explain ... | head`): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
