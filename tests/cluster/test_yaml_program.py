@@ -82,7 +82,10 @@ def test_yaml_program_through_the_component_provider_preview_up_no_changes_destr
         try:
             state = json.loads(run(["pulumi", "stack", "export"], work, pulumi_env).stdout)
             assert [r["type"] for r in state["deployment"].get("resources", [])] == []
-            assert objects_left_after_deletion(pulumi_env, ["llm"], "jobs,pods,services,configmaps,secrets") == []
+            # The kept claim keeps its volume.
+            kept = ("PersistentVolume of claim llm/checkpoints",)
+            assert objects_left_after_deletion(pulumi_env, ["llm"], "jobs,pods,services,configmaps,secrets",
+                                               kept) == list(kept)
             accounts = kubectl_json(pulumi_env, "get", "serviceaccounts", "-n", "llm")["items"]
             assert [a["metadata"]["name"] for a in accounts] == ["default"]
             # The team's Namespace and claim outlive the stack (TrainingNamespace's retain_data), unstuck: the
@@ -98,3 +101,4 @@ def test_yaml_program_through_the_component_provider_preview_up_no_changes_destr
     backend = Path(pulumi_env["PULUMI_BACKEND_URL"].removeprefix("file://"))
     assert [p for p in backend.rglob("*") if p.is_file() and token in p.read_text(errors="replace")] == []
     assert run(["kubectl", "get", "namespace", "llm", "--ignore-not-found"], REPO, pulumi_env).stdout == ""
+    assert objects_left_after_deletion(pulumi_env, ["llm"], "jobs", ()) == []  # the volume went with its claim
