@@ -10,7 +10,7 @@ OTHER_PYTHONS ?= 3.10 3.13
 TEST_WORKERS ?= 4
 OUT ?= rendered/$(STACK)
 
-.PHONY: render test bench clean cluster cluster-down test-cluster
+.PHONY: render test bench clean cluster cluster-down cluster-controllers test-cluster
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -48,9 +48,16 @@ cluster:
 cluster-down:
 	scripts/engine/cluster.sh down
 
-# The real-engine suite (tests/cluster), on the cluster of `make cluster`, started if needed.
+# The same cluster with the JobSet and Kueue controllers and their webhooks beside it.
+cluster-controllers:
+	TRAINJOBS_CLUSTER_CONTROLLERS=jobset,kueue scripts/engine/cluster.sh up
+
+# The controllers `make test-cluster` starts the cluster with (CLUSTER_CONTROLLERS= for the small cluster).
+CLUSTER_CONTROLLERS ?= jobset,kueue
+
+# The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed.
 test-cluster: $(VENV)/.installed-test
-	scripts/engine/cluster.sh up > /dev/null
+	TRAINJOBS_CLUSTER_CONTROLLERS=$(CLUSTER_CONTROLLERS) scripts/engine/cluster.sh up > /dev/null
 	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest tests/cluster $(PYTEST_ARGS)
 
 clean:

@@ -150,6 +150,22 @@ def test_child_jobs_carry_the_controllers_labels_and_the_subdomain():
     assert job["spec"]["suspend"] is False
 
 
+def test_child_jobs_carry_the_controllers_global_and_group_indexes():
+    """JobSet v0.12's keys, as its controller writes them on each Job and pod (tests/cluster compares them)."""
+    js = jobset_of("openmpi")
+    found = {job["metadata"]["name"]: {k.removeprefix("jobset.sigs.k8s.io/"): v for k, v in meta[store].items()
+                                       if k.removeprefix("jobset.sigs.k8s.io/") in (
+                                           "global-replicas", "job-global-index", "group-name", "group-replicas",
+                                           "job-group-index")}
+             for job in child_jobs(js) for meta in (job["metadata"], job["spec"]["template"]["metadata"])
+             for store in ("labels", "annotations")}
+    assert found == {
+        "job-node-0": {"global-replicas": "2", "job-global-index": "0", "group-name": "default", "group-replicas": "2",
+                       "job-group-index": "0"},
+        "job-launcher-0": {"global-replicas": "2", "job-global-index": "1", "group-name": "default",
+                           "group-replicas": "2", "job-group-index": "1"}}
+
+
 def test_an_unknown_backend_is_refused_before_anything_registers():
     with pytest.raises(TrainJobError) as caught:
         run(lambda: TorchTrainJob("job", {"image": "t:1", "backend": "jobsets"}))

@@ -11,7 +11,8 @@ import yaml
 from trainjobs.tools.cli import render as rendering
 from trainjobs.tools.cli.main import main
 from trainjobs.tools.cli.render import kubernetes_objects, ranks_text, to_yaml
-from trainjobs.testing import run_program
+from trainjobs import MpiTrainJob
+from trainjobs.testing import run, run_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "stacks" / "__main__.py"
@@ -257,6 +258,27 @@ def test_changes_only_touching_job_metadata_do_not_restart_training():
                "spec": {**job["spec"], "activeDeadlineSeconds": 20}}
     assert changes([job], [updated]) == [
         "~ Job j: updated in place (metadata.annotations.a, spec.activeDeadlineSeconds)"]
+
+
+def test_a_job_taking_the_name_of_a_deleted_jobsets_job_is_said_to_fail():
+    """From backend "jobset" to "jobs": Pulumi creates the Jobs before it deletes the JobSet, whose controller
+    holds Jobs of the same names until then (tests/cluster/test_changes.py shows the real engine fail)."""
+    from trainjobs.tools.cli.render import changes
+
+    def objects(backend):
+        return [o for o in kubernetes_objects(run(lambda: MpiTrainJob("m", {
+            "image": "mpi:1", "command": ["mpirun", "hostname"], "num_nodes": 2, "backend": backend})))
+            if o["kind"] in ("Job", "JobSet")]
+
+    conflict = ("FAILS: JobSet m's controller holds a Job of this name until Pulumi deletes the JobSet, after creating "
+                "this one; change the job's run too, or remove the job in one update and add it back in the next")
+    assert changes(objects("jobset"), objects("jobs")) == [
+        f"+ Job m-launcher-0: created, {conflict}", f"+ Job m-node-0: created, {conflict}",
+        "- JobSet m: deleted (its training stops)"]
+    # The other way the JobSet's controller waits for the Jobs to go, then makes its own.
+    assert changes(objects("jobs"), objects("jobset")) == [
+        "- Job m-launcher-0: deleted (its training stops)", "- Job m-node-0: deleted (its training stops)",
+        "+ JobSet m: created"]
 
 
 libyaml = pytest.mark.skipif(not yaml.__with_libyaml__, reason="libyaml is not installed")

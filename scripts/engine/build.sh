@@ -3,7 +3,7 @@
 # $TRAINJOBS_ENGINE_CACHE/<component>-<version>/bin (default ~/.cache/trainjobs-engine), outside any work tree.
 # A build is keyed by version: once its bin/.built exists, later calls (a fresh clone's CI run too) reuse it.
 #
-#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|all
+#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|jobset|all
 #
 # Each component is built in a module of its own (<component>-<version>/src) whose go.mod requires the upstream
 # module; nothing of another project is kept in this repository.
@@ -198,6 +198,21 @@ build_crds() {
   finish crds "$v"
 }
 
+# The JobSet controller (its main package is the module root) and the kustomize components of its module zip that
+# configure it: its webhook configurations (with the patches that limit the Pod webhooks to JobSets' pods) and RBAC.
+build_jobset() {
+  local v=$JOBSET_VERSION
+  start jobset "$v" || return 0
+  printf 'module trainjobs.invalid/engine/jobset\n\ngo %s\n\nrequire sigs.k8s.io/jobset %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
+  (cd "$dest/src" && nice -n 10 go build -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$v" -o "$dest/bin/jobset" sigs.k8s.io/jobset)
+  local dir; dir=$(module_dir "$dest/src" sigs.k8s.io/jobset "$v")
+  cp -r "$dir/config/components/webhook" "$dir/config/components/rbac" "$dest/bin/"
+  chmod -R u+w "$dest/bin"
+  finish jobset "$v"
+}
+
 main() {
   case ${1:-all} in
     kubernetes) build_kubernetes ;;
@@ -208,9 +223,10 @@ main() {
     pulumi-kubernetes) build_pulumi_kubernetes ;;
     pulumi-yaml) build_pulumi_yaml ;;
     crds) build_crds ;;
+    jobset) build_jobset ;;
     all) build_crds; build_etcd; build_kwok; build_pulumi; build_langhost; build_pulumi_yaml; build_pulumi_kubernetes
-      build_kubernetes ;;
-    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|all" >&2; exit 2 ;;
+      build_kubernetes; build_jobset ;;
+    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|jobset|all" >&2; exit 2 ;;
   esac
 }
 

@@ -3,7 +3,9 @@
 #
 #   scripts/engine/cluster.sh up     build what is missing (build.sh), start etcd, kube-apiserver,
 #                                    kube-controller-manager, kube-scheduler and kwok, install the CRDs,
-#                                    add the fake Nodes; print the `export` lines, also written to <state>/env
+#                                    add the fake Nodes; print the `export` lines, also written to <state>/env.
+#                                    With TRAINJOBS_CLUSTER_CONTROLLERS (a comma list: jobset), also those
+#                                    controllers with their webhooks, served on 127.0.0.1.
 #   scripts/engine/cluster.sh down   stop everything `up` started
 #   scripts/engine/cluster.sh env    print the `export` lines of the running cluster
 #
@@ -11,8 +13,9 @@
 # .cluster/ in the work tree. Ports are chosen free. kwok plays the kubelet of the fake Nodes: their pods turn
 # Running, then Succeeded when a Job owns them; a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
 # fails instead, with the exit code of its annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code
-# (default 1). JobSet's and Kueue's CRDs are installed, not their controllers or webhooks. A claim is bound to a
-# volume of the default StorageClass at once; pods of schedulerName volcano are placed by kube-scheduler.
+# (default 1). JobSet's and Kueue's CRDs are installed; their controllers and webhooks only when named in
+# TRAINJOBS_CLUSTER_CONTROLLERS (`make cluster-controllers`); without, the cluster is the small one. A claim is bound
+# to a volume of the default StorageClass at once; pods of schedulerName volcano are placed by kube-scheduler.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -26,6 +29,8 @@ SHARED_CRDS=${TRAINJOBS_SHARED_CRDS:-$repo/../shared/crds}
 NODES=${TRAINJOBS_CLUSTER_NODES:-4}
 # Pulumi's passphrase secrets provider encrypts the stack's secrets with this passphrase.
 PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE:-trainjobs-local}
+# The controllers to run beside the control plane, with their webhooks.
+CONTROLLERS=,${TRAINJOBS_CLUSTER_CONTROLLERS:-},
 
 K8S=$CACHE/kubernetes-$K8S_VERSION/bin
 ETCD=$CACHE/etcd-$ETCD_VERSION/bin
@@ -35,7 +40,9 @@ PROVIDER=$CACHE/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION/bin
 PULUMI=$CACHE/pulumi-$PULUMI_VERSION/bin
 LANGHOST=$CACHE/langhost-$PULUMI_VERSION-$(sha256sum < "$here/langhost/main.go" | cut -c1-12)/bin
 YAMLHOST=$CACHE/pulumi-yaml-$PULUMI_YAML_VERSION/bin
-COMPONENTS=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)  # the order `down` stops them in
+JOBSET=$CACHE/jobset-$JOBSET_VERSION/bin
+BASE=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+COMPONENTS=(jobset "${BASE[@]}")  # the order `down` stops them in
 
 log() { printf '[cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -98,9 +105,15 @@ down() {
   rm -rf "$STATE/pids"
 }
 
+wanted() { [[ $CONTROLLERS == *,$1,* ]]; }
+
+# The cluster runs as asked: every component, and of the controllers the wanted ones alone.
 running() {
   local name
-  for name in "${COMPONENTS[@]}"; do alive "$name" || return 1; done
+  for name in "${BASE[@]}"; do alive "$name" || return 1; done
+  for name in jobset; do
+    if wanted "$name"; then alive "$name" || return 1; elif alive "$name"; then return 1; fi
+  done
   kubectl_ get --raw /readyz > /dev/null 2>&1
 }
 
@@ -134,8 +147,83 @@ volumeBindingMode: Immediate
 EOF
 }
 
+# Serves a controller's webhooks on loopback, where the API server reaches them without a Service or kube-proxy.
+# Makes a CA and a serving certificate for 127.0.0.1 in <state>/pki/<name> (tls.crt and tls.key, the names
+# controller-runtime's webhook server reads from its certDir), and installs the webhook configurations of the
+# YAML read on stdin (anything else in it is left out) with each clientConfig rewritten to
+# url: https://127.0.0.1:<port><its service's path> and that CA. The certificate is made once per cluster.
+loopback_webhooks() {  # name port < webhook configurations
+  local name=$1 port=$2 dir=$STATE/pki/$1
+  if [[ ! -e $dir/tls.crt ]]; then
+    mkdir -p "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=$name-webhook-ca" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+      -keyout "$dir/ca.key" -out "$dir/ca.crt" 2> /dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$dir/tls.key" -out "$dir/tls.csr" 2> /dev/null
+    openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
+      -extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') -out "$dir/tls.crt" 2> /dev/null
+    chmod 600 "$dir"/*.key
+  fi
+  local configs
+  configs=$(kubectl_ create --dry-run=client -o json -f - | python3 -c '
+import base64, json, re, sys
+port, ca = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+objects = [json.loads(doc) for doc in re.split(r"(?m)^(?=\{)", sys.stdin.read()) if doc.strip()]   # one per object
+kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+configs = [o for o in objects if o["kind"] in kinds]
+for config in configs:
+    for hook in config["webhooks"]:
+        path = hook["clientConfig"]["service"].get("path", "/")
+        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+json.dump({"apiVersion": "v1", "kind": "List", "items": configs}, sys.stdout)' "$port" "$dir/ca.crt")
+  kubectl_ apply --server-side -f - <<< "$configs" > /dev/null
+}
+
+# The JobSet controller out of the cluster: upstream's RBAC, kustomized as upstream deploys it (namespace
+# jobset-system, names prefixed jobset-), with its service account's token; no leader election; its own
+# certificate management off. A server-side dry run of a JobSet shows its webhooks served.
+start_jobset() {
+  local webhook_port health_port dir=$STATE/jobset part token
+  read -r webhook_port health_port < <(free_ports 2)
+  mkdir -p "$dir"/{rbac,webhook}
+  for part in rbac webhook; do
+    printf 'namespace: jobset-system\nnamePrefix: jobset-\nresources:\n- %s\n' \
+      "$(realpath --relative-to "$dir/$part" "$JOBSET/$part")" > "$dir/$part/kustomization.yaml"
+  done
+  kubectl_ create namespace jobset-system > /dev/null
+  kubectl kustomize "$dir/rbac" | kubectl_ apply --server-side -f - > /dev/null
+  token=$(kubectl_ create token jobset-controller-manager -n jobset-system --duration 8760h)
+  local kc=(kubectl config --kubeconfig "$dir/kubeconfig")
+  "${kc[@]}" set-cluster local --server "$(kubectl_ config view -o jsonpath='{.clusters[0].cluster.server}')" \
+    --certificate-authority "$STATE/pki/apiserver.crt" --embed-certs > /dev/null
+  "${kc[@]}" set-credentials jobset --token "$token" > /dev/null
+  "${kc[@]}" set-context local --cluster local --user jobset > /dev/null
+  "${kc[@]}" use-context local > /dev/null
+  chmod 600 "$dir/kubeconfig"
+  cat > "$dir/config.yaml" <<EOF
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $webhook_port, certDir: $STATE/pki/jobset}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$health_port"}
+EOF
+  # The webhooks first, with the certificate the webhook server reads as it starts: nothing makes JobSets or their
+  # pods before `up` returns.
+  kubectl kustomize "$dir/webhook" | loopback_webhooks jobset "$webhook_port"
+  launch jobset "$JOBSET/jobset" --kubeconfig "$dir/kubeconfig" --config "$dir/config.yaml"
+  wait_for jobset 120 curl -fsS "http://127.0.0.1:$health_port/readyz"
+  printf '%s\n' 'apiVersion: jobset.x-k8s.io/v1alpha2' 'kind: JobSet' 'metadata: {name: webhook-check, namespace: default}' \
+    'spec: {replicatedJobs: [{name: w, template: {spec: {template: {spec: {restartPolicy: Never,' \
+    '  containers: [{name: c, image: busybox}]}}}}}]}' > "$dir/webhook-check.yaml"
+  wait_for jobset 60 kubectl_ create --dry-run=server -f "$dir/webhook-check.yaml"
+  log "jobset $JOBSET_VERSION: webhooks on https://127.0.0.1:$webhook_port"
+}
+
 up() {
   "$here/build.sh" all
+  if wanted jobset; then "$here/build.sh" jobset; fi
   if [[ -d $STATE/pids ]] && running; then
     log "already running"
     env_lines | tee "$STATE/env"
@@ -208,8 +296,8 @@ up() {
   local args=()
   for f in "${files[@]}"; do args+=(-f "$f"); done
   kubectl_ apply --server-side "${args[@]}" > /dev/null
-  # Retried: kubectl wait fails at once on a CRD whose status has no conditions yet (a busy API server).
-  wait_for kube-apiserver 120 kubectl_ wait --for condition=Established --timeout 10s crd --all
+  # A CRD just created has no conditions yet, which `kubectl wait` takes for an error: asked again until Established.
+  wait_for kube-apiserver 120 kubectl_ wait --for condition=Established --timeout 60s crd --all
 
   storage_class
 
@@ -238,6 +326,7 @@ EOF
     -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' \
     | grep -c True) == $NODES ]]"
   wait_for kube-controller-manager 120 kubectl_ get serviceaccount default
+  if wanted jobset; then start_jobset; fi
 
   trap - EXIT
   env_lines > "$STATE/env"

@@ -47,6 +47,8 @@ def entries(backend: str, namespace: str, after: bool) -> list[dict[str, Any]]:
                  **versions[after]}
         if change == "backend" and after:
             entry["backend"] = OTHER_BACKEND[backend]
+            if backend == "jobset":   # the Jobs' names are the JobSet's Jobs' (docs/backends.md): a new run
+                entry["run"] = "2"
         jobs.append(entry)
     return jobs
 
@@ -59,11 +61,12 @@ def of_class(change: str, objects: dict[tuple[str, str], Any] | set[tuple[str, s
 
 
 def cluster_objects(env: dict[str, str], namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The namespace's objects of the kinds the stack makes, by (kind, name), but the cluster's own."""
+    """The namespace's objects of the kinds the stack makes, by (kind, name), but the cluster's own and those a
+    controller made (a JobSet's Jobs)."""
     found = {}
     for item in kubectl_json(env, "get", "jobs.batch,services,configmaps,jobsets.jobset.x-k8s.io",
                              "-n", namespace)["items"]:
-        if item["metadata"]["name"] != "kube-root-ca.crt":
+        if item["metadata"]["name"] != "kube-root-ca.crt" and not item["metadata"].get("ownerReferences"):
             found[item["kind"], item["metadata"]["name"]] = item
     return found
 

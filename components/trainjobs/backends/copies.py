@@ -10,7 +10,8 @@ one. `copied` applies the table: the JobSet backend builds its controller's Jobs
 (`jobset.child_jobs`), and tests/test_copies.py walks every rendered object through it.
 
 The sources, at the commits whose CRDs the objects are checked against:
-- JobSet: kubernetes-sigs/jobset 08dfbdfd (v0.13.0-devel), `pkg/controllers/jobset_controller.go`:
+- JobSet: kubernetes-sigs/jobset 08dfbdfd (v0.13.0-devel), and v0.12.0, whose controller
+  tests/cluster/test_jobset_controller.py runs, `pkg/controllers/jobset_controller.go`:
   `constructJob` starts each Job's metadata from its replicated job's template metadata;
   `labelAndAnnotateObject`, applied to the Job and to its pod template, adds the controller's own keys
   and, from the JobSet's metadata or the replicated job's template metadata, only the exclusive

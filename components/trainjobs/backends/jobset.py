@@ -206,17 +206,21 @@ def _failure_policy(workload: Workload, held: list[PodSetSpec]) -> dict[str, Any
 
 def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]]:
     """The Jobs the JobSet controller creates, as it labels and annotates them and their pods
-    (`constructJob`, `labelAndAnnotateObject`: what it copies is `copies.COPIES`); the JobSet's UID is
-    unknown before it exists."""
+    (`constructJob`, `labelAndAnnotateObject`: what it copies is `copies.COPIES`), with every key of its own
+    but the JobSet's UID, unknown before it exists (tests/cluster/test_jobset_controller.py compares them with
+    the real controller's)."""
     name = jobset["metadata"]["name"]
     namespace = jobset["metadata"].get("namespace")
     spec = jobset["spec"]
     network = spec.get("network") or {}
     replicated = spec.get("replicatedJobs") or []
     total = sum(int(r.get("replicas", 1)) for r in replicated)
-    jobs, global_index = [], 0
+    group_totals: dict[str, int] = {}
     for rj in replicated:
-        replicas = int(rj.get("replicas", 1))
+        group_totals[_group(rj)] = group_totals.get(_group(rj), 0) + int(rj.get("replicas", 1))
+    jobs, global_index, group_index = [], 0, dict.fromkeys(group_totals, 0)
+    for rj in replicated:
+        replicas, group = int(rj.get("replicas", 1)), _group(rj)
         for index in range(replicas):
             job_name = child_job_name(name, rj["name"], index)
             stamp = {
@@ -225,8 +229,11 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
                 PREFIX + "job-index": str(index),
                 PREFIX + "job-key": hashlib.sha1(f"{namespace or 'default'}/{job_name}".encode()).hexdigest(),
                 PREFIX + "job-global-index": str(global_index),
+                PREFIX + "group-name": group, PREFIX + "group-replicas": str(group_totals[group]),
+                PREFIX + "job-group-index": str(group_index[group]),
             }
             global_index += 1
+            group_index[group] += 1
             template = rj["template"]
             meta = template.get("metadata") or {}
             job_spec = dict(template["spec"])
@@ -248,6 +255,11 @@ def child_jobs(jobset: dict[str, Any], restarts: int = 0) -> list[dict[str, Any]
                    "spec": job_spec}
             jobs.append(job)
     return jobs
+
+
+def _group(replicated_job: Mapping[str, Any]) -> str:
+    """A replicated job's group (the CRD's default: "default"), which the controller indexes Jobs within."""
+    return replicated_job.get("groupName") or "default"
 
 
 def _copied_onto(child: str, field: str, jobset: Mapping[str, Any], template_meta: Mapping[str, Any]) -> dict[str, str]:

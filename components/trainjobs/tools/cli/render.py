@@ -15,7 +15,8 @@ import yaml
 from yaml.events import DocumentStartEvent, ScalarEvent
 
 from trainjobs.core.deferred import REDACTED
-from trainjobs.backends import is_workload, pod_count, pod_set_requests, pod_sets, replaced_on, total_requests
+from trainjobs.backends import (controller_jobs, is_workload, pod_count, pod_set_requests, pod_sets, replaced_on,
+                                total_requests)
 from trainjobs.scheduling import placement_of
 from trainjobs.kube import requests
 from trainjobs.kube.quantity import parse_quantity
@@ -550,10 +551,19 @@ def _object_changes(before: list[dict[str, Any]],
 
     old = {key(o): o for o in before}
     new = {key(o): o for o in after}
+    # The Jobs a deleted object's controller holds until Pulumi deletes it, after every creation.
+    held = {key(job): o for k, o in old.items() if k not in new
+            for job in controller_jobs([o]) if job is not o}
     found = []
     for k in sorted(set(old) | set(new)):
         kind, _, name = k
-        if k not in old:
+        if k in held and k not in old:
+            owner = f"{held[k]['kind']} {held[k]['metadata']['name']}"
+            found.append((f"+ {kind} {name}: created, FAILS: {owner}'s controller holds a {kind} of this name until "
+                          f"Pulumi deletes the {held[k]['kind']}, after creating this one; change the job's run too, "
+                          "or remove the job in one update and add it back in the next", "created", new[k],
+                          is_workload(new[k])))
+        elif k not in old:
             found.append((f"+ {kind} {name}: created", "created", new[k], is_workload(new[k])))
         elif k not in new:
             runs = is_workload(old[k])
