@@ -10,7 +10,7 @@ OTHER_PYTHONS ?= 3.10 3.13
 TEST_WORKERS ?= 4
 OUT ?= rendered/$(STACK)
 
-.PHONY: render test bench clean cluster cluster-down test-cluster
+.PHONY: render test bench clean cluster cluster-controllers cluster-down test-cluster
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -44,6 +44,12 @@ bench: $(VENV)/.installed
 # with state in .cluster/, prints the export lines (also in .cluster/env). `make cluster-down` stops it all.
 cluster:
 	scripts/engine/cluster.sh up
+
+# The same cluster with the Kueue controller from its module, its webhooks on loopback, and the queues the example
+# stacks name (docs/real-engine.md); `make cluster` keeps to the small one. With the same TRAINJOBS_CLUSTER_CONTROLLERS,
+# `make test-cluster` uses it (tests/cluster/test_kueue_controller.py needs it).
+cluster-controllers:
+	TRAINJOBS_CLUSTER_CONTROLLERS=kueue scripts/engine/cluster.sh up
 
 cluster-down:
 	scripts/engine/cluster.sh down

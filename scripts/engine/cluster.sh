@@ -11,7 +11,11 @@
 # .cluster/ in the work tree. Ports are chosen free. kwok plays the kubelet of the fake Nodes: their pods turn
 # Running, then Succeeded when a Job owns them; a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
 # fails instead, with the exit code of its annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code
-# (default 1). JobSet's and Kueue's CRDs are installed, not their controllers or webhooks.
+# (default 1). JobSet's and Kueue's CRDs are installed; their controllers only when asked for:
+#
+#   TRAINJOBS_CLUSTER_CONTROLLERS=kueue   (a comma list; default empty: the CRDs alone)
+#     kueue: the Kueue controller with its webhooks on loopback, its RBAC, and the queues the example stacks name
+#     (kueue_fixtures); the fake Nodes then carry the levels of its Topology as labels.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,6 +29,7 @@ SHARED_CRDS=${TRAINJOBS_SHARED_CRDS:-$repo/../shared/crds}
 NODES=${TRAINJOBS_CLUSTER_NODES:-4}
 # Pulumi's passphrase secrets provider encrypts the stack's secrets with this passphrase.
 PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE:-trainjobs-local}
+CONTROLLERS=${TRAINJOBS_CLUSTER_CONTROLLERS:-}
 
 K8S=$CACHE/kubernetes-$K8S_VERSION/bin
 ETCD=$CACHE/etcd-$ETCD_VERSION/bin
@@ -33,10 +38,19 @@ CRDS=$CACHE/crds-jobset-$JOBSET_VERSION-kueue-$KUEUE_VERSION/bin
 PROVIDER=$CACHE/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION/bin
 PULUMI=$CACHE/pulumi-$PULUMI_VERSION/bin
 LANGHOST=$CACHE/langhost-$PULUMI_VERSION-$(sha256sum < "$here/langhost/main.go" | cut -c1-12)/bin
-COMPONENTS=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)  # the order `down` stops them in
+KUEUE=$CACHE/kueue-$KUEUE_VERSION/bin
+COMPONENTS=(kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd)  # the order `down` stops them in
 
 log() { printf '[cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+controller_on() { [[ ,$CONTROLLERS, == *,$1,* ]]; }
+
+# What `up` starts: the control plane, and the controllers asked for.
+wanted() {
+  echo kwok kube-scheduler kube-controller-manager kube-apiserver etcd
+  if controller_on kueue; then echo kueue; fi
+}
 
 alive() { [[ -s $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
 
@@ -78,10 +92,204 @@ export PULUMI_CONFIG_PASSPHRASE=$PASSPHRASE
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
 export TRAINJOBS_CLUSTER_DIR=$STATE
+export TRAINJOBS_CLUSTER_CONTROLLERS=$CONTROLLERS
 EOF
 }
 
 kubectl_() { kubectl --kubeconfig "$STATE/kubeconfig" "$@"; }
+
+# Serves a controller's webhooks on loopback: the API server reaches a webhook Service only through kube-proxy,
+# which this cluster lacks, so each webhook is called by URL on 127.0.0.1 with a certificate made for it.
+#   loopback_webhooks cert DIR                     a CA and a serving certificate for IP 127.0.0.1 in DIR
+#                                                  (ca.crt, tls.crt, tls.key: controller-runtime's certDir)
+#   loopback_webhooks install PREFIX DIR PORT FILE...
+#       the webhook configurations in the FILEs (a module's config/components/webhook/manifests.yaml), named
+#       PREFIX-<name> as its kustomize overlay names them, each clientConfig rewritten to
+#       url: https://127.0.0.1:PORT<its service path> with DIR's CA as caBundle; a CustomResourceDefinition in
+#       the FILEs (a conversion patch of config/components/crd/patches) patches that CRD's conversion webhook so.
+loopback_webhooks() {
+  local dir
+  case $1 in
+    cert)
+      dir=$2
+      mkdir -p "$dir"
+      openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=loopback-webhook-ca \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+        -keyout "$dir/ca.key" -out "$dir/ca.crt" 2> /dev/null
+      openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$dir/tls.key" -out "$dir/tls.csr" 2> /dev/null
+      openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 365 \
+        -extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n') \
+        -out "$dir/tls.crt" 2> /dev/null
+      chmod 600 "$dir"/*.key
+      ;;
+    install)
+      local prefix=$2 port=$4 kind name body
+      dir=$3
+      shift 4
+      while IFS=$'\t' read -r kind name body; do
+        if [[ $kind == CustomResourceDefinition ]]; then
+          kubectl_ patch crd "$name" --type merge -p "$body" > /dev/null
+        else
+          kubectl_ apply -f - <<< "$body" > /dev/null
+        fi
+      done < <(python3 - "$prefix" "https://127.0.0.1:$port" "$dir/ca.crt" "$@" <<'PY'
+import base64, json, sys
+import yaml
+prefix, base, ca = sys.argv[1:4]
+bundle = base64.b64encode(open(ca, "rb").read()).decode()
+for path in sys.argv[4:]:
+    for doc in yaml.safe_load_all(open(path)):
+        if not doc:
+            continue
+        if doc["kind"] == "CustomResourceDefinition":
+            webhook = doc["spec"]["conversion"]["webhook"]
+            webhook["clientConfig"] = {"url": base + webhook["clientConfig"]["service"]["path"], "caBundle": bundle}
+            patch = {"spec": {"conversion": {**doc["spec"]["conversion"], "webhook": webhook}}}
+            print("CustomResourceDefinition", doc["metadata"]["name"], json.dumps(patch), sep="\t")
+            continue
+        doc["metadata"]["name"] = f"{prefix}-{doc['metadata']['name']}"
+        for webhook in doc.get("webhooks") or []:
+            webhook["clientConfig"] = {"url": base + webhook["clientConfig"]["service"]["path"], "caBundle": bundle}
+        print(doc["kind"], doc["metadata"]["name"], json.dumps(doc), sep="\t")
+PY
+      )
+      ;;
+  esac
+}
+
+# The fake Node i's place in the Topology of Kueue's fixtures: 2 Nodes a rack, 4 a block (hostname is the host).
+topology_labels() {  # i
+  printf '    example.com/block: block-%d\n    example.com/rack: rack-%d\n' $(($1 / 4)) $(($1 / 2))
+}
+
+# Kueue, from its module: its roles bound to its own user, its webhooks on loopback (the Job and JobSet
+# integrations' and its own kinds'; the others would only intercept pods, Deployments, ... of integrations that are
+# off), the conversion webhooks of its CRDs, then the fixtures. It runs in a mount namespace in which /etc is an
+# overlay adding /etc/kueue/metrics/certs: without its internal certificate management it reads its metrics
+# server's certificate from that fixed path (cmd/kueue/main.go); the machine's /etc is left alone.
+start_kueue() {
+  local dir=$STATE/kueue webhook_port metrics_port health_port token i
+  read -r webhook_port metrics_port health_port < <(free_ports 3)
+  mkdir -p "$dir/etc/kueue/metrics" "$dir/etc-work"
+  loopback_webhooks cert "$dir/certs"
+  cp -r "$dir/certs" "$dir/etc/kueue/metrics/certs"
+  token=$(awk -F, '$2 == "kueue" {print $1}' "$STATE/pki/tokens.csv")
+  kubectl_ config view --raw --flatten > "$dir/kubeconfig"
+  kubectl config --kubeconfig "$dir/kubeconfig" set-credentials admin --token "$token" > /dev/null
+  chmod 600 "$dir/kubeconfig"
+  kubectl_ create namespace kueue-system > /dev/null
+  # Its manager's roles, named and placed as its kustomize overlay does (prefix kueue-, namespace kueue-system),
+  # each bound to the user kueue.
+  python3 - "$KUEUE"/manifests/rbac/*.yaml <<'PY' | kubectl_ apply -f - > /dev/null
+import json, sys
+import yaml
+items = []
+for path in sys.argv[1:]:
+    for role in filter(None, yaml.safe_load_all(open(path))):
+        meta = role["metadata"]
+        meta["name"] = "kueue-" + meta["name"]
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role["kind"] + "Binding",
+                   "metadata": {"name": meta["name"]},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": meta["name"]},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kueue"}]}
+        if "namespace" in meta:
+            meta["namespace"] = binding["metadata"]["namespace"] = "kueue-system"
+        items += [role, binding]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+  cat > "$dir/config.yaml" <<CONFIG
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health: {healthProbeBindAddress: "127.0.0.1:$health_port"}
+metrics: {bindAddress: "127.0.0.1:$metrics_port"}
+webhook: {host: 127.0.0.1, port: $webhook_port, certDir: "$dir/certs"}
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+integrations:
+  frameworks: [batch/job, jobset.x-k8s.io/jobset]
+CONFIG
+  # VisibilityOnDemand off: its aggregated API server is not installed (an unavailable APIService breaks discovery).
+  launch kueue env KUBECONFIG="$dir/kubeconfig" unshare --user --map-root-user --mount sh -c \
+    'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc && shift 2 && exec "$@"' \
+    sh "$dir/etc" "$dir/etc-work" "$KUEUE/kueue" --config "$dir/config.yaml" --feature-gates=VisibilityOnDemand=false
+  wait_for kueue 180 curl -fsS "http://127.0.0.1:$health_port/readyz"
+  python3 - "$KUEUE/manifests/webhooks.yaml" > "$dir/webhooks.yaml" <<'PY'
+import sys
+import yaml
+served = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+for doc in docs:
+    doc["webhooks"] = [w for w in doc["webhooks"] if all(set(r["apiGroups"]) <= served for r in w["rules"])]
+yaml.safe_dump_all(docs, sys.stdout)
+PY
+  loopback_webhooks install kueue "$dir/certs" "$webhook_port" "$dir/webhooks.yaml" "$KUEUE"/manifests/crd-patches/*.yaml
+  log "kueue: webhooks on 127.0.0.1:$webhook_port; adding its fixtures"
+  # The API server takes a moment to call new webhooks; the fixtures go through them.
+  for ((i = 0; ; i++)); do
+    kueue_fixtures | kubectl_ apply -f - > "$dir/fixtures.log" 2>&1 && break
+    alive kueue || { tail -n 30 "$STATE/logs/kueue.log" >&2; die "kueue exited (log: $STATE/logs/kueue.log)"; }
+    ((i < 60)) || { cat "$dir/fixtures.log" >&2; die "Kueue's fixtures were not accepted"; }
+    sleep 1
+  done
+}
+
+# What the example stacks' Kueue config (Pulumi.kueue.yaml) names: the H100 flavor of the fake Nodes, with the
+# Topology block/rack/host of their labels; the ClusterQueue team-llm with the whole cluster as quota; the LocalQueue
+# team-llm in namespace ml; the WorkloadPriorityClasses research and production. A test that needs a queue of its
+# own size makes its own ClusterQueue of this flavor.
+kueue_fixtures() {
+  cat <<FIXTURES
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: gpu-topology}
+spec:
+  levels:
+    - nodeLabel: example.com/block
+    - nodeLabel: example.com/rack
+    - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: H100-SXM}
+  topologyName: gpu-topology
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-llm}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu, memory, nvidia.com/gpu]
+      flavors:
+        - name: h100
+          resources:
+            - {name: cpu, nominalQuota: "$((96 * NODES))"}
+            - {name: memory, nominalQuota: "${NODES}Ti"}
+            - {name: nvidia.com/gpu, nominalQuota: "$((8 * NODES))"}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team-llm, namespace: ml}
+spec: {clusterQueue: team-llm}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: research}
+value: 100
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: production}
+value: 1000
+FIXTURES
+}
 
 down() {
   local name pid i
@@ -98,12 +306,21 @@ down() {
 
 running() {
   local name
-  for name in "${COMPONENTS[@]}"; do alive "$name" || return 1; done
+  [[ $(cat "$STATE/controllers" 2> /dev/null) == "$CONTROLLERS" ]] || return 1
+  for name in $(wanted); do alive "$name" || return 1; done
   kubectl_ get --raw /readyz > /dev/null 2>&1
 }
 
 up() {
+  local controller
+  for controller in ${CONTROLLERS//,/ }; do
+    case $controller in
+      kueue) ;;
+      *) die "TRAINJOBS_CLUSTER_CONTROLLERS: unknown controller '$controller' (known: kueue)" ;;
+    esac
+  done
   "$here/build.sh" all
+  if controller_on kueue; then "$here/build.sh" kueue; fi
   if [[ -d $STATE/pids ]] && running; then
     log "already running"
     env_lines | tee "$STATE/env"
@@ -125,6 +342,8 @@ up() {
 
   # The admin is a token in system:masters; service account tokens are signed with their own key.
   echo "$token,admin,admin,system:masters" > "$STATE/pki/tokens.csv"
+  # Each controller is a user of its own, with the RBAC its module ships.
+  for controller in ${CONTROLLERS//,/ }; do echo "$(openssl rand -hex 24),$controller,$controller" >> "$STATE/pki/tokens.csv"; done
   openssl genrsa -out "$STATE/pki/sa.key" 2048 2> /dev/null
   openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2> /dev/null
   chmod 600 "$STATE/pki"/*
@@ -192,6 +411,7 @@ metadata:
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
     nvidia.com/gpu.product: H100-SXM
+$(if controller_on kueue; then topology_labels "$i"; fi)
 status:
   allocatable: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
   capacity: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
@@ -202,8 +422,10 @@ EOF
     -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' \
     | grep -c True) == $NODES ]]"
   wait_for kube-controller-manager 120 kubectl_ get serviceaccount default
+  if controller_on kueue; then start_kueue; fi
 
   trap - EXIT
+  echo "$CONTROLLERS" > "$STATE/controllers"
   env_lines > "$STATE/env"
   log "up in $(($(date +%s) - t0)) s; state in $STATE; to use it:"
   cat "$STATE/env"
