@@ -22,7 +22,7 @@ TIMEOUT = 300
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "team-llm"
 FLAVOR = "h100"
-RACK, BLOCK, HOST = "example.com/rack", "example.com/block", "kubernetes.io/hostname"
+RACK, HOST = "example.com/rack", "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
 GPUS = {"limits": {GPU: 4, "cpu": "8", "memory": "32Gi"}}
 WHOLE_NODE = {"limits": {GPU: 8, "cpu": "32", "memory": "256Gi"}}   # a fake Node has 8 GPUs
@@ -291,6 +291,73 @@ def test_a_placement_no_domain_can_hold_waits_with_kueues_reason(env, queue):
     assert get(env, "jobs", job["metadata"]["name"], "-n", queue.namespace)["spec"]["suspend"] is True
 
 
+LAUNCHER_CPU = {"runtime": {"name": "mpi-distributed", "launcher": {"resources": {"requests": {"cpu": "1"}}}}}
+
+
+def placed_mpi_jobset(env, queue) -> dict:
+    """An MPI JobSet of 3 nodes of 4 GPUs and a launcher requesting a CPU, placed in one rack: its Workload."""
+    queue.create(gpus=64)
+    args = job_args("MpiTrainJob", "jobset", queue.namespace, placement={"topology": RACK}, **LAUNCHER_CPU)
+    objects = rendered("MpiTrainJob", args)
+    apply(env, objects)
+    (jobset,) = holders(objects)
+    key = ("JobSet", jobset["metadata"]["name"])
+    return until(lambda: (lambda w: w if w and admitted(w) else None)(workloads(env, queue.namespace).get(key)),
+                 "the JobSet's Workload admitted")
+
+
+def test_an_mpi_jobsets_launcher_and_nodes_are_placed_in_one_rack(env, queue):
+    """On the JobSet backend the launcher and its nodes are two pod sets of one Workload, grouped: Kueue assigns
+    both hosts of one rack (and, with the JobSet controller running, their pods are bound there)."""
+    workload = placed_mpi_jobset(env, queue)
+    labels = node_labels(env)
+    assignments = {a["name"]: a for a in workload["status"]["admission"]["podSetAssignments"]}
+    assert set(assignments) == {"launcher", "node"}
+    hosts = set()
+    for assignment in assignments.values():
+        hosts |= assigned_hosts(assignment["topologyAssignment"])
+    assert len({labels[h][RACK] for h in hosts}) == 1, sorted(hosts)
+    if "jobset" in controllers(env):
+        for job in until(lambda: (lambda j: j if len(j) == 2 else None)(get(env, "jobs", "-n", workload["metadata"][
+                "namespace"])["items"]), "the JobSet's two Jobs"):
+            for pod in pods_of_job(env, workload["metadata"]["namespace"], job["metadata"]["name"],
+                                   job["spec"]["parallelism"]):
+                assert pod["spec"]["nodeName"] in hosts
+
+
+def test_kueue_admits_a_placed_pod_set_that_requests_nothing_without_placing_it(env, queue):
+    """Why the project refuses a Kueue placement of pods that request no resource (trainjobs.scheduling.kueue):
+    the same JobSet with the launcher's request removed is admitted, its launcher with no flavor and no place."""
+    queue.create(gpus=64)
+    args = job_args("MpiTrainJob", "jobset", queue.namespace, placement={"topology": RACK}, **LAUNCHER_CPU)
+    objects = rendered("MpiTrainJob", args)
+    (jobset,) = holders(objects)
+    (launcher,) = [r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "launcher"]
+    for container in launcher["template"]["spec"]["template"]["spec"]["containers"]:
+        container.pop("resources")
+    apply(env, objects)
+    key = ("JobSet", jobset["metadata"]["name"])
+    workload = until(lambda: (lambda w: w if w and admitted(w) else None)(workloads(env, queue.namespace).get(key)),
+                     "the JobSet's Workload admitted")
+    assignments = {a["name"]: a for a in workload["status"]["admission"]["podSetAssignments"]}
+    assert "topologyAssignment" in assignments["node"]
+    assert assignments["launcher"] == {"count": 1, "name": "launcher"}
+
+
+def assigned_hosts(assignment: dict) -> set[str]:
+    """The hosts of a Workload's topology assignment (its lowest level is the hostname)."""
+    assert assignment["levels"][-1] == HOST, assignment
+    hosts = set()
+    for piece in assignment["slices"]:
+        values = piece["valuesPerLevel"][-1]
+        if "universal" in values:
+            hosts.add(values["universal"])
+        else:
+            each = values["individual"]
+            hosts |= {each.get("prefix", "") + root + each.get("suffix", "") for root in each["roots"]}
+    return hosts
+
+
 # --- an elastic job under partial admission starts with what fits ----------------------------------------------
 
 def test_an_elastic_job_starts_with_the_nodes_that_fit(env, queue):
@@ -324,9 +391,22 @@ def test_the_kueue_example_stacks_jobs_are_admitted_from_the_clusters_queues(env
         apply(env, objects)
         found = until(lambda: (lambda w: w if keys <= set(w) and all(admitted(w[k]) for k in keys) else None)(
             workloads(env, "ml")), f"a Workload admitted for each of {sorted(keys)}")
+        labels = node_labels(env)
+        placed = 0
         for key in keys:
-            assert found[key]["spec"]["queueName"] == QUEUE
-            assert found[key]["spec"]["priority"] == 100
+            workload = found[key]
+            assert workload["spec"]["queueName"] == QUEUE
+            assert workload["spec"]["priority"] == 100
+            # A placed job's pod sets (pretrain in a rack; allreduce's launcher and nodes in a block) in one domain.
+            levels = {(p.get("topologyRequest") or {}).get("required") for p in workload["spec"]["podSets"]} - {None}
+            if levels:
+                (level,) = levels
+                hosts = set()
+                for assignment in workload["status"]["admission"]["podSetAssignments"]:
+                    hosts |= assigned_hosts(assignment["topologyAssignment"])
+                assert len({labels[h][level] for h in hosts}) == 1, (key, sorted(hosts))
+                placed += 1
+        assert placed == 2
     finally:
         kubectl(env, "delete", "-f", "-", "--ignore-not-found", "--wait", f"--timeout={TIMEOUT}s",
                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
