@@ -170,9 +170,9 @@ topology_labels() {  # i
 start_kueue() {
   local dir=$STATE/kueue webhook_port metrics_port health_port token i
   read -r webhook_port metrics_port health_port < <(free_ports 3)
-  mkdir -p "$dir/etc/kueue/metrics" "$dir/etc-work"
+  mkdir -p "$dir/etc/kueue/metrics/certs" "$dir/etc-work"
   loopback_webhooks cert "$dir/certs"
-  cp -r "$dir/certs" "$dir/etc/kueue/metrics/certs"
+  cp "$dir/certs/tls.crt" "$dir/certs/tls.key" "$dir/etc/kueue/metrics/certs/"
   token=$(awk -F, '$2 == "kueue" {print $1}' "$STATE/pki/tokens.csv")
   kubectl_ config view --raw --flatten > "$dir/kubeconfig"
   kubectl config --kubeconfig "$dir/kubeconfig" set-credentials admin --token "$token" > /dev/null
