@@ -6,6 +6,7 @@
 #                                    add the fake Nodes; print the `export` lines, also written to <state>/env
 #   scripts/engine/cluster.sh down   stop everything `up` started
 #   scripts/engine/cluster.sh env    print the `export` lines of the running cluster
+#   scripts/engine/cluster.sh kueue-fixtures   print Kueue's fixtures (queues, flavor, Topology, priorities)
 #
 # State (certificates, etcd's data, logs, pids, the Pulumi backend) is in $TRAINJOBS_CLUSTER_DIR, by default
 # .cluster/ in the work tree. Ports are chosen free. kwok plays the kubelet of the fake Nodes: their pods turn
@@ -435,5 +436,6 @@ case ${1:-} in
   up) up ;;
   down) down; log "stopped" ;;
   env) [[ -e $STATE/env ]] || die "no cluster: run scripts/engine/cluster.sh up"; cat "$STATE/env" ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  kueue-fixtures) kueue_fixtures ;;
+  *) echo "usage: $0 up|down|env|kueue-fixtures" >&2; exit 2 ;;
 esac
