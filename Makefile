@@ -45,6 +45,12 @@ bench: $(VENV)/.installed
 cluster:
 	scripts/engine/cluster.sh up
 
+# The same cluster with the Kueue controller from its module, its webhooks on loopback, and the queues the example
+# stacks name (docs/real-engine.md); `make cluster` keeps to the small one. With the same TRAINJOBS_CLUSTER_CONTROLLERS,
+# `make test-cluster` uses it (tests/cluster/test_kueue_controller.py needs it).
+cluster-controllers:
+	TRAINJOBS_CLUSTER_CONTROLLERS=kueue scripts/engine/cluster.sh up
+
 cluster-down:
 	scripts/engine/cluster.sh down
 

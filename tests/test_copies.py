@@ -20,16 +20,19 @@ from trainjobs.scheduling import placement_of
 
 RACK = "example.com/rack"
 GANG_ROLES = ("node", "launcher")
-MPI = {"image": "mpi:1", "command": ["mpirun", "hostname"]}
+# Each pod set requests a resource, as Kueue places only those that do.
+CPU = {"resources_per_node": {"requests": {"cpu": "1"}}}
+MPI = {"image": "mpi:1", "command": ["mpirun", "hostname"], **CPU}
 FAMILIES = {
-    "torch": (TorchTrainJob, {"image": "t:1", "num_nodes": 2, "rendezvous": "c10d"}),
+    "torch": (TorchTrainJob, {"image": "t:1", "num_nodes": 2, "rendezvous": "c10d", **CPU}),
     "torchtune": (TorchTuneTrainJob, {"runtime": "torchtune-llama3.2-1b"}),   # its runtime has both initializers
-    "jax": (JaxTrainJob, {"image": "jax:1", "command": ["python", "train.py"], "num_nodes": 2}),
-    "xgboost": (XGBoostTrainJob, {"image": "x:1", "command": ["python", "train.py"], "num_nodes": 2}),
-    "openmpi": (MpiTrainJob, {**MPI, "num_nodes": 2}),
+    "jax": (JaxTrainJob, {"image": "jax:1", "command": ["python", "train.py"], "num_nodes": 2, **CPU}),
+    "xgboost": (XGBoostTrainJob, {"image": "x:1", "command": ["python", "train.py"], "num_nodes": 2, **CPU}),
+    "openmpi": (MpiTrainJob, {**MPI, "num_nodes": 2, "runtime": {"name": "mpi-distributed", "launcher": {
+        "resources": {"requests": {"cpu": "1"}}}}}),
     "mpi-launcher-host": (MpiTrainJob, {**MPI, "num_nodes": 1, "run_launcher_as_node": True}),
-    "deepspeed": (DeepSpeedTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 2}),
-    "mlx": (MlxTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 2}),
+    "deepspeed": (DeepSpeedTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 2, **CPU}),
+    "mlx": (MlxTrainJob, {"command": ["mpirun", "python", "train.py"], "num_nodes": 2, **CPU}),
 }
 SCHEDULERS = {"none": {}, "kueue": {"gang_scheduler": "kueue", "queue": "team"},
               "volcano": {"gang_scheduler": "volcano", "queue": "team"}, "coscheduling": {"gang_scheduler": "coscheduling"}}

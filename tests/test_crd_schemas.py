@@ -221,6 +221,15 @@ PLACEMENTS = {
 PLACED = [pytest.param(f, b, s, id=f"{f}-{b}-{s}") for f in FAMILIES for b in ("jobs", "jobset") for s in PLACEMENTS]
 
 
+def kueue_placeable(family: str, args: dict) -> dict:
+    """Kueue places only pod sets that request a resource: GPUs for the training pods that have none, a CPU for an
+    MPI launcher apart from its nodes (DeepSpeed's and MLX's runtimes run it as a node)."""
+    args = {**args, "resources_per_node": args.get("resources_per_node") or GPU}
+    if family == "MpiTrainJob" and not args.get("run_launcher_as_node"):
+        args["runtime"] = {"name": "mpi-distributed", "launcher": {"resources": {"requests": {"cpu": "1"}}}}
+    return args
+
+
 @pytest.mark.parametrize("family,backend,scheduler", PLACED)
 def test_every_placement_of_every_family_backend_and_gang_scheduler_is_accepted(family, backend, scheduler):
     args = {**job_args(family, backend, scheduler), "placement": PLACEMENTS[scheduler]}
@@ -229,6 +238,8 @@ def test_every_placement_of_every_family_backend_and_gang_scheduler_is_accepted(
         args.update(ONE_MPI_HOST)   # the launcher apart from its nodes: refused (tests/test_placement.py)
     if mpi and scheduler == "kueue" and not args.get("run_launcher_as_node"):
         args["placement"] = {"topology": "example.com/block"}   # Kueue groups the launcher and nodes, unsliced
+    if scheduler == "kueue":
+        args = kueue_placeable(family, args)
     component = getattr(trainjobs, family)
     objects = manifests(run(lambda: component("job", args)))
     assert cluster_problems(objects) == []

@@ -23,7 +23,10 @@ from crd_schemas import cluster_problems, crd_directory
 RACK = "example.com/rack"
 BLOCK = "example.com/block"
 TORCH = {"image": "t:1", "num_nodes": 16, "resources_per_node": {"limits": {"nvidia.com/gpu": 8}}}
-MPI = {"image": "mpi:1", "command": ["mpirun", "hostname"], "num_nodes": 3}
+MPI_REQUESTING_NOTHING = {"image": "mpi:1", "command": ["mpirun", "hostname"], "num_nodes": 3}
+# The launcher and nodes request resources: Kueue places only pod sets that request one.
+MPI = {**MPI_REQUESTING_NOTHING, "resources_per_node": {"limits": {"nvidia.com/gpu": 4}},
+       "runtime": {"name": "mpi-distributed", "launcher": {"resources": {"requests": {"cpu": "1"}}}}}
 KUEUE = {"gang_scheduler": "kueue", "queue": "team-llm"}
 VOLCANO = {"gang_scheduler": "volcano", "queue": "team-llm"}
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -278,6 +281,12 @@ REFUSED = [
     ("no scheduler tier", TorchTrainJob, {**TORCH, "placement": {"tier": 1}}, "placement.tier"),
     ("no scheduler slices", TorchTrainJob,
      {**TORCH, "placement": {"topology": RACK, "slice_topology": RACK, "slice_size": 2}}, "placement.slice_topology"),
+    ("kueue places no launcher that requests nothing", MpiTrainJob,
+     {**MPI_REQUESTING_NOTHING, **KUEUE, "resources_per_node": {"limits": {"nvidia.com/gpu": 4}}, "backend": "jobset",
+      "placement": {"topology": BLOCK}},
+     "runtime.launcher.resources"),
+    ("kueue places no training pods that request nothing", XGBoostTrainJob,
+     {"image": "x:1", "num_nodes": 2, **KUEUE, "placement": {"topology": RACK}}, "resources_per_node"),
     ("exclusive is required only", TorchTrainJob,
      {**TORCH, "backend": "jobset", "placement": {"topology": RACK, "mode": "preferred"}}, "placement.mode"),
     ("exclusive keeps the launcher apart", MpiTrainJob,

@@ -3,7 +3,8 @@
 # $TRAINJOBS_ENGINE_CACHE/<component>-<version>/bin (default ~/.cache/trainjobs-engine), outside any work tree.
 # A build is keyed by version: once its bin/.built exists, later calls (a fresh clone's CI run too) reuse it.
 #
-#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|jobset|all
+#   scripts/engine/build.sh kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|jobset|kueue|base|all
+#   (base: what `make cluster` runs; all: base and the controllers, JobSet and Kueue)
 #
 # Each component is built in a module of its own (<component>-<version>/src) whose go.mod requires the upstream
 # module; nothing of another project is kept in this repository.
@@ -213,6 +214,31 @@ build_jobset() {
   finish jobset "$v"
 }
 
+# The Kueue controller and, from its module zip, what it is installed with: its webhook configurations, the
+# conversion patches of its CRDs (which CRDs it converts) and the roles of its manager.
+build_kueue() {
+  local v=$KUEUE_VERSION
+  start kueue "$v" || return 0
+  printf 'module trainjobs.invalid/engine/kueue\n\ngo %s\n\nrequire sigs.k8s.io/kueue %s\n' \
+    "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
+  (cd "$dest/src" && nice -n 10 go build -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" -o "$dest/bin/kueue" sigs.k8s.io/kueue/cmd/kueue)
+  local dir; dir=$(module_dir "$dest/src" sigs.k8s.io/kueue "$v")
+  mkdir -p "$dest/bin/manifests/crd-patches" "$dest/bin/manifests/rbac"
+  install -m 0644 "$dir/config/components/webhook/manifests.yaml" "$dest/bin/manifests/webhooks.yaml"
+  # The manager's own (its API's objects; the Secrets of its namespace; the metrics endpoint's reviews).
+  local role
+  for role in role manager_secrets_role metrics_auth_role; do
+    install -m 0644 "$dir/config/components/rbac/$role.yaml" "$dest/bin/manifests/rbac/"
+  done
+  # The conversion webhooks its kustomization enables (not every patch in the folder).
+  local patch
+  for patch in $(sed -n 's|^- path: patches/\(webhook_in_.*\.yaml\)$|\1|p' "$dir/config/components/crd/kustomization.yaml"); do
+    install -m 0644 "$dir/config/components/crd/patches/$patch" "$dest/bin/manifests/crd-patches/"
+  done
+  finish kueue "$v"
+}
+
 main() {
   case ${1:-all} in
     kubernetes) build_kubernetes ;;
@@ -224,9 +250,12 @@ main() {
     pulumi-yaml) build_pulumi_yaml ;;
     crds) build_crds ;;
     jobset) build_jobset ;;
-    all) build_crds; build_etcd; build_kwok; build_pulumi; build_langhost; build_pulumi_yaml; build_pulumi_kubernetes
-      build_kubernetes; build_jobset ;;
-    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|jobset|all" >&2; exit 2 ;;
+    kueue) build_kueue ;;
+    base) build_crds; build_etcd; build_kwok; build_pulumi; build_langhost; build_pulumi_yaml; build_pulumi_kubernetes
+      build_kubernetes ;;
+    all) main base; build_jobset; build_kueue ;;
+    *) echo "usage: $0 kubernetes|etcd|kwok|pulumi|langhost|pulumi-yaml|pulumi-kubernetes|crds|jobset|kueue|base|all" >&2
+      exit 2 ;;
   esac
 }
 

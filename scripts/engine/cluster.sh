@@ -8,14 +8,19 @@
 #                                    controllers with their webhooks, served on 127.0.0.1.
 #   scripts/engine/cluster.sh down   stop everything `up` started
 #   scripts/engine/cluster.sh env    print the `export` lines of the running cluster
+#   scripts/engine/cluster.sh kueue-fixtures   print Kueue's fixtures (queues, flavor, Topology, priorities)
 #
 # State (certificates, etcd's data, logs, pids, the Pulumi backend) is in $TRAINJOBS_CLUSTER_DIR, by default
 # .cluster/ in the work tree. Ports are chosen free. kwok plays the kubelet of the fake Nodes: their pods turn
 # Running, then Succeeded when a Job owns them; a pod labelled pod-container-running-failed.stage.kwok.x-k8s.io=true
 # fails instead, with the exit code of its annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code
-# (default 1). JobSet's and Kueue's CRDs are installed; their controllers and webhooks only when named in
-# TRAINJOBS_CLUSTER_CONTROLLERS (`make cluster-controllers`); without, the cluster is the small one. A claim is bound
-# to a volume of the default StorageClass at once; pods of schedulerName volcano are placed by kube-scheduler.
+# (default 1). A claim is bound to a volume of the default StorageClass at once; pods of schedulerName volcano are
+# placed by kube-scheduler. JobSet's and Kueue's CRDs are installed; their controllers only when asked for:
+#
+#   TRAINJOBS_CLUSTER_CONTROLLERS=jobset,kueue   (a comma list; default empty: the CRDs alone; `make cluster-controllers`)
+#     jobset: the JobSet controller with its webhooks on loopback and its RBAC;
+#     kueue: the Kueue controller with its webhooks on loopback, its RBAC, and the queues the example stacks name
+#     (kueue_fixtures); the fake Nodes then carry the levels of its Topology as labels.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -29,8 +34,7 @@ SHARED_CRDS=${TRAINJOBS_SHARED_CRDS:-$repo/../shared/crds}
 NODES=${TRAINJOBS_CLUSTER_NODES:-4}
 # Pulumi's passphrase secrets provider encrypts the stack's secrets with this passphrase.
 PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE:-trainjobs-local}
-# The controllers to run beside the control plane, with their webhooks.
-CONTROLLERS=,${TRAINJOBS_CLUSTER_CONTROLLERS:-},
+CONTROLLERS=${TRAINJOBS_CLUSTER_CONTROLLERS:-}
 
 K8S=$CACHE/kubernetes-$K8S_VERSION/bin
 ETCD=$CACHE/etcd-$ETCD_VERSION/bin
@@ -41,11 +45,20 @@ PULUMI=$CACHE/pulumi-$PULUMI_VERSION/bin
 LANGHOST=$CACHE/langhost-$PULUMI_VERSION-$(sha256sum < "$here/langhost/main.go" | cut -c1-12)/bin
 YAMLHOST=$CACHE/pulumi-yaml-$PULUMI_YAML_VERSION/bin
 JOBSET=$CACHE/jobset-$JOBSET_VERSION/bin
-BASE=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
-COMPONENTS=(jobset "${BASE[@]}")  # the order `down` stops them in
+KUEUE=$CACHE/kueue-$KUEUE_VERSION/bin
+COMPONENTS=(kueue jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd)  # the order `down` stops them in
 
 log() { printf '[cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+controller_on() { [[ ,$CONTROLLERS, == *,$1,* ]]; }
+
+# What `up` starts: the control plane, and the controllers asked for.
+wanted() {
+  echo kwok kube-scheduler kube-controller-manager kube-apiserver etcd
+  if controller_on jobset; then echo jobset; fi
+  if controller_on kueue; then echo kueue; fi
+}
 
 alive() { [[ -s $STATE/pids/$1 ]] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
 
@@ -87,10 +100,206 @@ export PULUMI_CONFIG_PASSPHRASE=$PASSPHRASE
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
 export TRAINJOBS_CLUSTER_DIR=$STATE
+export TRAINJOBS_CLUSTER_CONTROLLERS="$CONTROLLERS"
 EOF
 }
 
 kubectl_() { kubectl --kubeconfig "$STATE/kubeconfig" "$@"; }
+
+# Serves a controller's webhooks on loopback: the API server reaches a webhook Service only through kube-proxy,
+# which this cluster lacks, so each webhook is called by URL on 127.0.0.1 with a certificate made for it.
+#   loopback_webhooks cert DIR                     a CA and a serving certificate for IP 127.0.0.1 in DIR
+#                                                  (ca.crt, tls.crt, tls.key: controller-runtime's certDir)
+#   loopback_webhooks install PREFIX DIR PORT FILE...
+#       the webhook configurations in the FILEs (a module's config/components/webhook/manifests.yaml), named
+#       PREFIX-<name> as its kustomize overlay names them, each clientConfig rewritten to
+#       url: https://127.0.0.1:PORT<its service path> with DIR's CA as caBundle; a CustomResourceDefinition in
+#       the FILEs (a conversion patch of config/components/crd/patches) patches that CRD's conversion webhook so.
+loopback_webhooks() {
+  local dir
+  case $1 in
+    cert)
+      dir=$2
+      mkdir -p "$dir"
+      openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=loopback-webhook-ca \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+        -keyout "$dir/ca.key" -out "$dir/ca.crt" 2> /dev/null
+      openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$dir/tls.key" -out "$dir/tls.csr" 2> /dev/null
+      openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 365 \
+        -extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n') \
+        -out "$dir/tls.crt" 2> /dev/null
+      chmod 600 "$dir"/*.key
+      ;;
+    install)
+      local prefix=$2 port=$4 kind name body
+      dir=$3
+      shift 4
+      while IFS=$'\t' read -r kind name body; do
+        if [[ $kind == CustomResourceDefinition ]]; then
+          kubectl_ patch crd "$name" --type merge -p "$body" > /dev/null
+        else
+          kubectl_ apply -f - <<< "$body" > /dev/null
+        fi
+      done < <(python3 - "$prefix" "https://127.0.0.1:$port" "$dir/ca.crt" "$@" <<'PY'
+import base64, json, sys
+import yaml
+prefix, base, ca = sys.argv[1:4]
+bundle = base64.b64encode(open(ca, "rb").read()).decode()
+for path in sys.argv[4:]:
+    for doc in yaml.safe_load_all(open(path)):
+        if not doc:
+            continue
+        if doc["kind"] == "CustomResourceDefinition":
+            webhook = doc["spec"]["conversion"]["webhook"]
+            webhook["clientConfig"] = {"url": base + webhook["clientConfig"]["service"]["path"], "caBundle": bundle}
+            patch = {"spec": {"conversion": {**doc["spec"]["conversion"], "webhook": webhook}}}
+            print("CustomResourceDefinition", doc["metadata"]["name"], json.dumps(patch), sep="\t")
+            continue
+        if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            continue  # a module's webhook Service: the API server calls the webhooks by URL
+        doc["metadata"]["name"] = f"{prefix}-{doc['metadata']['name']}"
+        for webhook in doc.get("webhooks") or []:
+            webhook["clientConfig"] = {"url": base + webhook["clientConfig"]["service"]["path"], "caBundle": bundle}
+        print(doc["kind"], doc["metadata"]["name"], json.dumps(doc), sep="\t")
+PY
+      )
+      ;;
+  esac
+}
+
+# The fake Node i's place in the Topology of Kueue's fixtures: 2 Nodes a rack, 4 a block (hostname is the host).
+topology_labels() {  # i
+  printf '    example.com/block: block-%d\n    example.com/rack: rack-%d\n' $(($1 / 4)) $(($1 / 2))
+}
+
+# Kueue, from its module: its roles bound to its own user, its webhooks on loopback (the Job and JobSet
+# integrations' and its own kinds'; the others would only intercept pods, Deployments, ... of integrations that are
+# off), the conversion webhooks of its CRDs, then the fixtures. It runs in a mount namespace in which /etc is an
+# overlay adding /etc/kueue/metrics/certs: without its internal certificate management it reads its metrics
+# server's certificate from that fixed path (cmd/kueue/main.go); the machine's /etc is left alone.
+start_kueue() {
+  local dir=$STATE/kueue webhook_port metrics_port health_port token i
+  read -r webhook_port metrics_port health_port < <(free_ports 3)
+  mkdir -p "$dir/etc/kueue/metrics/certs" "$dir/etc-work"
+  loopback_webhooks cert "$dir/certs"
+  cp "$dir/certs/tls.crt" "$dir/certs/tls.key" "$dir/etc/kueue/metrics/certs/"
+  token=$(awk -F, '$2 == "kueue" {print $1}' "$STATE/pki/tokens.csv")
+  kubectl_ config view --raw --flatten > "$dir/kubeconfig"
+  kubectl config --kubeconfig "$dir/kubeconfig" set-credentials admin --token "$token" > /dev/null
+  chmod 600 "$dir/kubeconfig"
+  kubectl_ create namespace kueue-system > /dev/null
+  # Its manager's roles, named and placed as its kustomize overlay does (prefix kueue-, namespace kueue-system),
+  # each bound to the user kueue.
+  python3 - "$KUEUE"/manifests/rbac/*.yaml <<'PY' | kubectl_ apply -f - > /dev/null
+import json, sys
+import yaml
+items = []
+for path in sys.argv[1:]:
+    for role in filter(None, yaml.safe_load_all(open(path))):
+        meta = role["metadata"]
+        meta["name"] = "kueue-" + meta["name"]
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role["kind"] + "Binding",
+                   "metadata": {"name": meta["name"]},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": meta["name"]},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kueue"}]}
+        if "namespace" in meta:
+            meta["namespace"] = binding["metadata"]["namespace"] = "kueue-system"
+        items += [role, binding]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+  cat > "$dir/config.yaml" <<CONFIG
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health: {healthProbeBindAddress: "127.0.0.1:$health_port"}
+metrics: {bindAddress: "127.0.0.1:$metrics_port"}
+webhook: {host: 127.0.0.1, port: $webhook_port, certDir: "$dir/certs"}
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+integrations:
+  frameworks: [batch/job, jobset.x-k8s.io/jobset]
+CONFIG
+  # VisibilityOnDemand off: its aggregated API server is not installed (an unavailable APIService breaks discovery).
+  launch kueue env KUBECONFIG="$dir/kubeconfig" unshare --user --map-root-user --mount sh -c \
+    'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc && shift 2 && exec "$@"' \
+    sh "$dir/etc" "$dir/etc-work" "$KUEUE/kueue" --config "$dir/config.yaml" --feature-gates=VisibilityOnDemand=false
+  wait_for kueue 180 curl -fsS "http://127.0.0.1:$health_port/readyz"
+  python3 - "$KUEUE/manifests/webhooks.yaml" > "$dir/webhooks.yaml" <<'PY'
+import sys
+import yaml
+served = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+for doc in docs:
+    doc["webhooks"] = [w for w in doc["webhooks"] if all(set(r["apiGroups"]) <= served for r in w["rules"])]
+yaml.safe_dump_all(docs, sys.stdout)
+PY
+  loopback_webhooks install kueue "$dir/certs" "$webhook_port" "$dir/webhooks.yaml" "$KUEUE"/manifests/crd-patches/*.yaml
+  log "kueue: webhooks on 127.0.0.1:$webhook_port; adding its fixtures"
+  # The API server takes a moment to call new webhooks; the fixtures go through them.
+  for ((i = 0; ; i++)); do
+    kueue_fixtures | kubectl_ apply -f - > "$dir/fixtures.log" 2>&1 && break
+    alive kueue || { tail -n 30 "$STATE/logs/kueue.log" >&2; die "kueue exited (log: $STATE/logs/kueue.log)"; }
+    ((i < 60)) || { cat "$dir/fixtures.log" >&2; die "Kueue's fixtures were not accepted"; }
+    sleep 1
+  done
+}
+
+# What the example stacks' Kueue config (Pulumi.kueue.yaml) names: the H100 flavor of the fake Nodes, with the
+# Topology block/rack/host of their labels; the ClusterQueue team-llm with the whole cluster as quota; the LocalQueue
+# team-llm in namespace ml; the WorkloadPriorityClasses research and production. A test that needs a queue of its
+# own size makes its own ClusterQueue of this flavor.
+kueue_fixtures() {
+  cat <<FIXTURES
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: gpu-topology}
+spec:
+  levels:
+    - nodeLabel: example.com/block
+    - nodeLabel: example.com/rack
+    - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec:
+  nodeLabels: {nvidia.com/gpu.product: H100-SXM}
+  topologyName: gpu-topology
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-llm}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu, memory, nvidia.com/gpu]
+      flavors:
+        - name: h100
+          resources:
+            - {name: cpu, nominalQuota: "$((96 * NODES))"}
+            - {name: memory, nominalQuota: "${NODES}Ti"}
+            - {name: nvidia.com/gpu, nominalQuota: "$((8 * NODES))"}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: team-llm, namespace: ml}
+spec: {clusterQueue: team-llm}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: research}
+value: 100
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: production}
+value: 1000
+FIXTURES
+}
 
 down() {
   local name pid i
@@ -105,15 +314,11 @@ down() {
   rm -rf "$STATE/pids"
 }
 
-wanted() { [[ $CONTROLLERS == *,$1,* ]]; }
-
-# The cluster runs as asked: every component, and of the controllers the wanted ones alone.
+# The cluster runs as asked: every component, and the controllers asked for.
 running() {
   local name
-  for name in "${BASE[@]}"; do alive "$name" || return 1; done
-  for name in jobset; do
-    if wanted "$name"; then alive "$name" || return 1; elif alive "$name"; then return 1; fi
-  done
+  [[ $(cat "$STATE/controllers" 2> /dev/null) == "$CONTROLLERS" ]] || return 1
+  for name in $(wanted); do alive "$name" || return 1; done
   kubectl_ get --raw /readyz > /dev/null 2>&1
 }
 
@@ -147,38 +352,6 @@ volumeBindingMode: Immediate
 EOF
 }
 
-# Serves a controller's webhooks on loopback, where the API server reaches them without a Service or kube-proxy.
-# Makes a CA and a serving certificate for 127.0.0.1 in <state>/pki/<name> (tls.crt and tls.key, the names
-# controller-runtime's webhook server reads from its certDir), and installs the webhook configurations of the
-# YAML read on stdin (anything else in it is left out) with each clientConfig rewritten to
-# url: https://127.0.0.1:<port><its service's path> and that CA. The certificate is made once per cluster.
-loopback_webhooks() {  # name port < webhook configurations
-  local name=$1 port=$2 dir=$STATE/pki/$1
-  if [[ ! -e $dir/tls.crt ]]; then
-    mkdir -p "$dir"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=$name-webhook-ca" \
-      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
-      -keyout "$dir/ca.key" -out "$dir/ca.crt" 2> /dev/null
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$dir/tls.key" -out "$dir/tls.csr" 2> /dev/null
-    openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
-      -extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') -out "$dir/tls.crt" 2> /dev/null
-    chmod 600 "$dir"/*.key
-  fi
-  local configs
-  configs=$(kubectl_ create --dry-run=client -o json -f - | python3 -c '
-import base64, json, re, sys
-port, ca = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
-objects = [json.loads(doc) for doc in re.split(r"(?m)^(?=\{)", sys.stdin.read()) if doc.strip()]   # one per object
-kinds = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
-configs = [o for o in objects if o["kind"] in kinds]
-for config in configs:
-    for hook in config["webhooks"]:
-        path = hook["clientConfig"]["service"].get("path", "/")
-        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
-json.dump({"apiVersion": "v1", "kind": "List", "items": configs}, sys.stdout)' "$port" "$dir/ca.crt")
-  kubectl_ apply --server-side -f - <<< "$configs" > /dev/null
-}
-
 # The JobSet controller out of the cluster: upstream's RBAC, kustomized as upstream deploys it (namespace
 # jobset-system, names prefixed jobset-), with its service account's token; no leader election; its own
 # certificate management off. A server-side dry run of a JobSet shows its webhooks served.
@@ -186,8 +359,9 @@ start_jobset() {
   local webhook_port health_port dir=$STATE/jobset part token
   read -r webhook_port health_port < <(free_ports 2)
   mkdir -p "$dir"/{rbac,webhook}
+  # RBAC as upstream's overlay names it (prefix jobset-); the webhooks' names get the prefix from loopback_webhooks.
   for part in rbac webhook; do
-    printf 'namespace: jobset-system\nnamePrefix: jobset-\nresources:\n- %s\n' \
+    printf 'namespace: jobset-system\n%bresources:\n- %s\n' "$([[ $part == rbac ]] && echo 'namePrefix: jobset-\n')" \
       "$(realpath --relative-to "$dir/$part" "$JOBSET/$part")" > "$dir/$part/kustomization.yaml"
   done
   kubectl_ create namespace jobset-system > /dev/null
@@ -211,7 +385,9 @@ health: {healthProbeBindAddress: "127.0.0.1:$health_port"}
 EOF
   # The webhooks first, with the certificate the webhook server reads as it starts: nothing makes JobSets or their
   # pods before `up` returns.
-  kubectl kustomize "$dir/webhook" | loopback_webhooks jobset "$webhook_port"
+  loopback_webhooks cert "$STATE/pki/jobset"
+  kubectl kustomize "$dir/webhook" > "$dir/webhooks.yaml"
+  loopback_webhooks install jobset "$STATE/pki/jobset" "$webhook_port" "$dir/webhooks.yaml"
   launch jobset "$JOBSET/jobset" --kubeconfig "$dir/kubeconfig" --config "$dir/config.yaml"
   wait_for jobset 120 curl -fsS "http://127.0.0.1:$health_port/readyz"
   printf '%s\n' 'apiVersion: jobset.x-k8s.io/v1alpha2' 'kind: JobSet' 'metadata: {name: webhook-check, namespace: default}' \
@@ -222,8 +398,16 @@ EOF
 }
 
 up() {
-  "$here/build.sh" all
-  if wanted jobset; then "$here/build.sh" jobset; fi
+  local controller
+  for controller in ${CONTROLLERS//,/ }; do
+    case $controller in
+      jobset|kueue) ;;
+      *) die "TRAINJOBS_CLUSTER_CONTROLLERS: unknown controller '$controller' (known: jobset, kueue)" ;;
+    esac
+  done
+  "$here/build.sh" base
+  if controller_on jobset; then "$here/build.sh" jobset; fi
+  if controller_on kueue; then "$here/build.sh" kueue; fi
   if [[ -d $STATE/pids ]] && running; then
     log "already running"
     env_lines | tee "$STATE/env"
@@ -245,6 +429,8 @@ up() {
 
   # The admin is a token in system:masters; service account tokens are signed with their own key.
   echo "$token,admin,admin,system:masters" > "$STATE/pki/tokens.csv"
+  # Each controller is a user of its own, with the RBAC its module ships.
+  for controller in ${CONTROLLERS//,/ }; do echo "$(openssl rand -hex 24),$controller,$controller" >> "$STATE/pki/tokens.csv"; done
   openssl genrsa -out "$STATE/pki/sa.key" 2048 2> /dev/null
   openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2> /dev/null
   chmod 600 "$STATE/pki"/*
@@ -316,6 +502,7 @@ metadata:
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
     nvidia.com/gpu.product: H100-SXM
+$(if controller_on kueue; then topology_labels "$i"; fi)
 status:
   allocatable: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
   capacity: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
@@ -326,9 +513,11 @@ EOF
     -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' \
     | grep -c True) == $NODES ]]"
   wait_for kube-controller-manager 120 kubectl_ get serviceaccount default
-  if wanted jobset; then start_jobset; fi
+  if controller_on jobset; then start_jobset; fi
+  if controller_on kueue; then start_kueue; fi
 
   trap - EXIT
+  echo "$CONTROLLERS" > "$STATE/controllers"
   env_lines > "$STATE/env"
   log "up in $(($(date +%s) - t0)) s; state in $STATE; to use it:"
   cat "$STATE/env"
@@ -338,5 +527,6 @@ case ${1:-} in
   up) up ;;
   down) down; log "stopped" ;;
   env) [[ -e $STATE/env ]] || die "no cluster: run scripts/engine/cluster.sh up"; cat "$STATE/env" ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  kueue-fixtures) kueue_fixtures ;;
+  *) echo "usage: $0 up|down|env|kueue-fixtures" >&2; exit 2 ;;
 esac

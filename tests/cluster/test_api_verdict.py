@@ -152,6 +152,8 @@ def families() -> list[Judged]:
                     args.update(crd.ONE_MPI_HOST)
                 if mpi and scheduler == "kueue" and not args.get("run_launcher_as_node"):
                     args["placement"] = {"topology": "example.com/block"}
+                if scheduler == "kueue":
+                    args = crd.kueue_placeable(family, args)
                 cases += rendered(f"{family} {backend} {scheduler} placed", lambda: component("job", args))
     for variant, (family, variant_args) in sorted(crd.VARIANTS.items()):
         for scheduler in crd.SCHEDULERS:

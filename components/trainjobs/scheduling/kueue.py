@@ -189,6 +189,12 @@ def _place(gang: Gang) -> None:
                                      f"the {placed[0].role} and {placed[1].role} pods are "
                                      f"{placed[0].count} and {placed[1].count}")
     for pod_set in placed:
+        if not _requests(pod_set):
+            resources = "runtime.launcher.resources" if pod_set.role == "launcher" else "resources_per_node"
+            gang.issues.add(resources, f"Kueue places a pod set by the flavors of the resources it requests, and the "
+                                       f"{pod_set.role} pods request none: Kueue would admit them without placing "
+                                       f'them. Give them resources (e.g. {{"requests": {{"cpu": "1"}}}}), or remove '
+                                       "placement")
         annotations: dict[str, str] = {}
         if placement.topology is not None:
             key = PREFERRED_TOPOLOGY if placement.mode == "preferred" else REQUIRED_TOPOLOGY
@@ -203,6 +209,16 @@ def _place(gang: Gang) -> None:
         if grouped:
             annotations[GROUP_NAME] = gang.name   # an RFC 1035 label: never a number, as Kueue requires
         set_labels(pod_set.template["metadata"], annotations, key="annotations")
+
+
+def _requests(pod_set: PodSetSpec) -> bool:
+    """Whether the pods request a resource (limits imply requests) or claim devices, which Kueue assigns a flavor,
+    and so a place: a pod set that requests nothing gets no flavor, and Kueue admits it unplaced
+    (flavorassigner.go; unless its ClusterQueue covers `pods`)."""
+    spec = pod_set.template["spec"]
+    return bool(spec.get("resourceClaims")) or any(
+        (c.get("resources") or {}).get(side) for c in (*spec.get("initContainers", ()), *spec["containers"])
+        for side in ("requests", "limits"))
 
 
 def _dispatch(gang: Gang) -> None:
