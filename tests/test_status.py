@@ -179,6 +179,40 @@ def test_logs_take_the_newest_pod_of_each_rank_and_a_rank_by_its_index():
         pods_of(status, role="worker")
 
 
+def test_a_followed_rank_waits_for_its_successor_to_start(monkeypatch):
+    """The pod that replaces a preempted one has no log while it is Pending (its container has not started): `logs
+    --follow` follows it once it runs, rather than finding nothing and giving up on it."""
+    import argparse
+
+    from trainjobs.tools.cli import status as commands
+
+    def replaced(job_status, successor):
+        return Snapshot(jobs=[job(status=job_status)], pods=[
+            pod(0, "Succeeded" if successor == "Succeeded" else "Running", suffix="zero0"),
+            pod(1, "Failed", suffix="old11", conditions=[condition("DisruptionTarget", "TerminationByKubelet")]),
+            pod(1, successor, suffix="new11", created="2026-11-28T11:56:00Z")])
+
+    reads = [replaced({}, "Pending"), replaced({}, "Pending"), replaced({}, "Running"),
+             replaced({"conditions": [condition("Complete", "CompletionsReached")]}, "Succeeded")]
+
+    class Cluster:
+        def snapshot(self, namespace, names):
+            self.now = reads.pop(0) if len(reads) > 1 else reads[0]
+            return self.now
+
+        def follow(self, namespace, name):   # a kubelet has no log for a container that has not started
+            phase = next(p["status"]["phase"] for p in self.now.pods if p["metadata"]["name"] == name)
+            return iter([] if phase == "Pending" else [f"{name} line"])
+
+    monkeypatch.setattr(commands.time, "sleep", lambda seconds: None)
+    where = Cluster()
+    args = argparse.Namespace(job="llm", namespace="ml", poll=0.5)
+    job_status = commands._one_job(args, where)
+    assert list(commands._follow_rank(args, where, job_status, "llm-node-0-1")) == [
+        "llm-node-0-1-old11 line", "--- pod llm-node-0-1-new11 replaces the previous pod of rank llm-node-0-1",
+        "llm-node-0-1-new11 line"]
+
+
 def test_ages_as_kubectl_shows_them():
     assert [age(s) for s in (None, 5, 119, 120, 7199, 7200, 172799, 172800)] == \
         ["-", "5s", "119s", "2m", "119m", "2h", "47h", "2d"]

@@ -167,7 +167,6 @@ def _fingerprint(jobs: list[JobStatus]) -> str:
 
 
 @_command
-@_command
 def cmd_status(args: argparse.Namespace) -> int:
     where = _source(args)
     shown_before = None
@@ -220,12 +219,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _follow_rank(args: argparse.Namespace, where, job: JobStatus, rank: str) -> Iterator[str]:
-    """A rank's pods one after another, oldest first, each until it stops, then its successor, until the job ends."""
+    """A rank's pods one after another, oldest first, each until it stops, then its successor, until the job ends.
+    A pod still Pending has no log yet (its container has not started): it is followed once it has started."""
     from trainjobs import observe
 
     followed: list[str] = []
     while True:
-        new = [p for p in observe.attempts(job, rank) if p.name not in followed]
+        new = [p for p in observe.attempts(job, rank) if p.name not in followed and p.phase != "Pending"]
         if not new:
             if _ended(job):
                 return
