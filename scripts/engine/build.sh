@@ -58,7 +58,7 @@ start() {  # component version
   # One build of a component at a time: a second caller waits for the first, then finds its build.
   exec {lock}> "$dest.lock"
   flock "$lock"
-  if [[ -e $dest/bin/.built ]]; then log "$1 $2: cached in $dest/bin"; return 1; fi
+  if [[ -e $dest/bin/.built ]]; then log "$1 $2: cached in $dest/bin"; exec {lock}>&-; return 1; fi
   rm -rf "$dest/src" "$dest/bin"
   mkdir -p "$dest/src" "$dest/bin"
   : > "$dest/downloads"
@@ -72,6 +72,8 @@ finish() {  # component version
   awk '{s += $2 - $1} END {printf "%.1f\n", s}' "$dest/downloads" > "$dest/bin/.download-seconds"
   awk -v a="$cpu0" -v b="$(cpu)" 'BEGIN {printf "%.1f\n", b - a}' > "$dest/bin/.cpu-seconds"
   touch "$dest/bin/.built"
+  # Released once built, so that another caller does not wait for the rest of this one's `all`.
+  exec {lock}>&-
   log "$1 $2: built in $(cat "$dest/bin/.seconds") s (downloads $(cat "$dest/bin/.download-seconds") s)," \
     "CPU $(cat "$dest/bin/.cpu-seconds") s:" \
     "$(cd "$dest/bin" && ls | tr '\n' ' ')"
