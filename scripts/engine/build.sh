@@ -26,8 +26,31 @@ proxy_mod() {
   curl -fsSL "$PROXY/$path/@v/$2.mod"
 }
 
+# Seconds since the epoch, to the microsecond.
+now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
+
+# Runs a command that downloads modules, its wall time counted apart from the compiling (in $dest/downloads).
+downloading() {
+  local t; t=$(now)
+  "$@"
+  echo "$t $(now)" >> "$dest/downloads"
+}
+
 # The directory of a module version in the module cache, downloaded if missing.
-module_dir() { (cd "$1" && go mod download -json "$2@$3") | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+module_dir() { (cd "$1" && downloading go mod download -json "$2@$3") | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+
+# The CPU seconds (user + system) of this script's finished children: the go commands and the compilers they run.
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($16 + $17) / hz}' "/proc/$$/stat"; }
+
+# Downloads the modules the packages need (go list loads them), so downloads and compiling are measured apart.
+download() { downloading go list -deps "$@" > /dev/null; }
+
+# Builds packages of the module in $dest/src into $1 with the flags every build shares: -trimpath, so the build
+# cache serves a package compiled once to every build and `go run` of the component, and a stripped binary.
+gobuild() {  # out extra-ldflags [build flags] packages
+  local out=$1 ld=$2; shift 2
+  (cd "$dest/src" && download "$@" && go build -trimpath -ldflags "-s -w$ld" -o "$out" "$@")
+}
 
 # Starts a build directory; prints nothing when the component's build is already there.
 start() {  # component version
@@ -36,17 +59,25 @@ start() {  # component version
   # One build of a component at a time: a second caller waits for the first, then finds its build.
   exec {lock}> "$dest.lock"
   flock "$lock"
-  if [[ -e $dest/bin/.built ]]; then log "$1 $2: cached in $dest/bin"; return 1; fi
+  if [[ -e $dest/bin/.built ]]; then log "$1 $2: cached in $dest/bin"; exec {lock}>&-; return 1; fi
   rm -rf "$dest/src" "$dest/bin"
   mkdir -p "$dest/src" "$dest/bin"
-  t0=$(date +%s)
+  : > "$dest/downloads"
+  t0=$(date +%s) cpu0=$(cpu)
   log "$1 $2: building in $dest"
 }
 
+# Records next to the binaries the build's wall seconds, those of its downloads, and its CPU seconds (user + system).
 finish() {  # component version
   echo "$(( $(date +%s) - t0 ))" > "$dest/bin/.seconds"
+  awk '{s += $2 - $1} END {printf "%.1f\n", s}' "$dest/downloads" > "$dest/bin/.download-seconds"
+  awk -v a="$cpu0" -v b="$(cpu)" 'BEGIN {printf "%.1f\n", b - a}' > "$dest/bin/.cpu-seconds"
   touch "$dest/bin/.built"
-  log "$1 $2: built in $(cat "$dest/bin/.seconds") s: $(cd "$dest/bin" && ls | tr '\n' ' ')"
+  # Released once built, so that another caller does not wait for the rest of this one's `all`.
+  exec {lock}>&-
+  log "$1 $2: built in $(cat "$dest/bin/.seconds") s (downloads $(cat "$dest/bin/.download-seconds") s)," \
+    "CPU $(cat "$dest/bin/.cpu-seconds") s:" \
+    "$(cd "$dest/bin" && ls | tr '\n' ' ')"
 }
 
 # kube-apiserver, kube-controller-manager, kube-scheduler. k8s.io/kubernetes requires its staging modules at
@@ -77,9 +108,8 @@ build_kubernetes() {
     ld+=" -X $vpkg.gitVersion=$v -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
     ld+=" -X $vpkg.buildDate=1970-01-01T00:00:00Z"
   done
-  (cd "$dest/src" && go build -trimpath -ldflags "-s -w$ld" -o "$dest/bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler)
+  gobuild "$dest/bin/" "$ld" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler
   finish kubernetes "$v"
 }
 
@@ -89,7 +119,7 @@ build_etcd() {
   start etcd "$v" || return 0
   printf 'module trainjobs.invalid/engine/etcd\n\ngo %s\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
     "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
-  (cd "$dest/src" && go build -trimpath -ldflags "-s -w" -o "$dest/bin/etcd" go.etcd.io/etcd/server/v3)
+  gobuild "$dest/bin/etcd" "" go.etcd.io/etcd/server/v3
   finish etcd "$v"
 }
 
@@ -98,8 +128,7 @@ build_kwok() {
   start kwok "$v" || return 0
   printf 'module trainjobs.invalid/engine/kwok\n\ngo %s\n\nrequire sigs.k8s.io/kwok %s\n' \
     "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
-  (cd "$dest/src" && go build -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$v" -o "$dest/bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  gobuild "$dest/bin/kwok" " -X sigs.k8s.io/kwok/pkg/consts.Version=$v" sigs.k8s.io/kwok/cmd/kwok
   local dir; dir=$(module_dir "$dest/src" sigs.k8s.io/kwok "$v")
   # The stages kwok plays: nodes come up and stay Ready; pods are created, run and complete (those of a Job), or
   # fail when labelled so (the chaos stage); deleted pods go away.
@@ -123,9 +152,8 @@ build_pulumi() {
     printf 'require (\n\tgithub.com/pulumi/pulumi/pkg/v3 %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\n' "$v" "$v"
     grep -E '^replace .* => [^.]' <<<"$upstream" || true
   } > "$dest/src/go.mod"
-  (cd "$dest/src" && go build -trimpath -tags osusergo,grpcnotrace \
-    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
-    -o "$dest/bin/" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+  gobuild "$dest/bin/" " -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
+    -tags osusergo,grpcnotrace github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
   finish pulumi "$v"
 }
 
@@ -140,8 +168,7 @@ build_langhost() {
   printf 'module trainjobs.invalid/engine/langhost\n\ngo %s\n\nrequire github.com/pulumi/pulumi/sdk/v3 %s\n' \
     "$(go env GOVERSION | sed 's/^go//')" "$PULUMI_VERSION" > "$dest/src/go.mod"
   cp "$here/langhost/main.go" "$dest/src/"
-  (cd "$dest/src" && go build -trimpath -ldflags "-s -w -X main.version=${PULUMI_VERSION#v}" \
-    -o "$dest/bin/pulumi-language-python" .)
+  gobuild "$dest/bin/pulumi-language-python" " -X main.version=${PULUMI_VERSION#v}" .
   local sdk; sdk=$(module_dir "$dest/src" github.com/pulumi/pulumi/sdk/v3 "$PULUMI_VERSION")
   install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$sdk/python/dist/pulumi-resource-pulumi-python" \
     "$dest/bin/"
@@ -162,9 +189,8 @@ build_pulumi_yaml() {
     printf '\tgithub.com/pulumi/pulumi/pkg/v3 %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\n' "$pkg" "$pkg"
     grep -E '^replace .* => [^.]' <<<"$upstream" || true
   } > "$dest/src/go.mod"
-  (cd "$dest/src" && go build -trimpath \
-    -ldflags "-s -w -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$v" \
-    -o "$dest/bin/" github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml)
+  gobuild "$dest/bin/" " -X github.com/pulumi/pulumi-yaml/pkg/version.Version=$v" \
+    github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml
   finish pulumi-yaml "$v"
 }
 
@@ -179,10 +205,10 @@ build_pulumi_kubernetes() {
   mkdir -p "$dest/src/cmd"
   cp "$dir"/cmd/pulumi-resource-kubernetes/{main.go,generate.go,schema.json,terraform-mapping.json} "$dest/src/cmd/"
   chmod u+w "$dest"/src/cmd/*
-  (cd "$dest/src/cmd" && VERSION=${v#v} go run ./generate.go)
-  (cd "$dest/src" && go build -trimpath \
-    -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${v#v}" \
-    -o "$dest/bin/pulumi-resource-kubernetes" ./cmd)
+  # The generator's packages are a subset of the provider's: with -trimpath both share their compiled packages.
+  (cd "$dest/src/cmd" && download ./generate.go && VERSION=${v#v} go run -trimpath ./generate.go)
+  gobuild "$dest/bin/pulumi-resource-kubernetes" \
+    " -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${v#v}" ./cmd
   finish pulumi-kubernetes "$v"
 }
 
@@ -206,8 +232,7 @@ build_jobset() {
   start jobset "$v" || return 0
   printf 'module trainjobs.invalid/engine/jobset\n\ngo %s\n\nrequire sigs.k8s.io/jobset %s\n' \
     "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
-  (cd "$dest/src" && nice -n 10 go build -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$v" -o "$dest/bin/jobset" sigs.k8s.io/jobset)
+  gobuild "$dest/bin/jobset" " -X sigs.k8s.io/jobset/pkg/version.GitVersion=$v" sigs.k8s.io/jobset
   local dir; dir=$(module_dir "$dest/src" sigs.k8s.io/jobset "$v")
   cp -r "$dir/config/components/webhook" "$dir/config/components/rbac" "$dest/bin/"
   chmod -R u+w "$dest/bin"
@@ -221,8 +246,7 @@ build_kueue() {
   start kueue "$v" || return 0
   printf 'module trainjobs.invalid/engine/kueue\n\ngo %s\n\nrequire sigs.k8s.io/kueue %s\n' \
     "$(go env GOVERSION | sed 's/^go//')" "$v" > "$dest/src/go.mod"
-  (cd "$dest/src" && nice -n 10 go build -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" -o "$dest/bin/kueue" sigs.k8s.io/kueue/cmd/kueue)
+  gobuild "$dest/bin/kueue" " -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v" sigs.k8s.io/kueue/cmd/kueue
   local dir; dir=$(module_dir "$dest/src" sigs.k8s.io/kueue "$v")
   mkdir -p "$dest/bin/manifests/crd-patches" "$dest/bin/manifests/rbac"
   install -m 0644 "$dir/config/components/webhook/manifests.yaml" "$dest/bin/manifests/webhooks.yaml"
