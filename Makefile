@@ -5,9 +5,10 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STACK ?= dev
 # The oldest and the newest Python that requires-python admits; `make test` runs the fast suite on them too.
 OTHER_PYTHONS ?= 3.10 3.13
-# Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' worker mostly waits on
-# its pods, and the longest tests (the end-to-end suite, each other Python's suite) each keep one worker.
-TEST_WORKERS ?= 4
+# Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' two workers mostly wait on
+# their pods, and the longest tests each keep one worker: the two end-to-end groups, each other Python's tests,
+# the installed wheel's, torchtune's (tests/conftest.py).
+TEST_WORKERS ?= 6
 OUT ?= rendered/$(STACK)
 
 .PHONY: render test bench clean cluster cluster-down test-cluster
