@@ -3,7 +3,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STACK ?= dev
-# The oldest and the newest Python that requires-python admits; `make test` runs the fast suite on them too.
+# The oldest and the newest Python that requires-python admits. `make test` runs on them the tests of what differs
+# between versions, not the whole fast suite (scripts/test-other-pythons names them and says why): every module
+# parsed and imported, argument refusals and hostile inputs (syntax, typing, the interpreter's limits), the CLI
+# (argparse), Pulumi's runtime under mocks (asyncio), run-local's helpers (os, socket, ioctls), each version's
+# wheels of PyYAML, grpcio, cryptography and pulumi-policy, the generated docs and schema (byte-identical) and
+# the docs' code blocks. The derivation rules, schemas, scheduling tables, corpus of bad inputs and properties
+# compute the same on every version and run on the main Python only.
 OTHER_PYTHONS ?= 3.10 3.13
 # Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' two workers mostly wait on
 # their pods, and the longest tests each keep one worker: the two end-to-end groups, each other Python's tests,

@@ -19,8 +19,8 @@ ONE_WORKER = {
 
 def pytest_addoption(parser) -> None:
     parser.addoption("--other-pythons", default="", metavar="VERSIONS",
-                     help="also run the fast suite on these Pythons, e.g. '3.10 3.13', one test each "
-                          "(tests/test_other_pythons.py)")
+                     help="also run the tests of what differs between versions on these Pythons, e.g. "
+                          "'3.10 3.13', one test each (tests/test_other_pythons.py)")
 
 
 def pytest_collection_modifyitems(items) -> None:
