@@ -1,7 +1,13 @@
 # The two set-up commands of the README: `make render` and `make test`; `make bench` measures performance.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# Packages go in with uv, pinned, which pip installs first (only when something is to be installed): from its
+# cache uv hard-links them into the virtualenv, in parallel, where pip would unpack every wheel again (torch's
+# with its CUDA libraries comes to gigabytes). Measured in docs/performance.md.
+UV_VERSION := 0.13.8
+UV := $(VENV)/bin/uv
+PIP := $(UV) --version 2>/dev/null | grep -qx 'uv $(UV_VERSION)' \
+	|| $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); $(UV) pip install --quiet --python $(PY)
 STACK ?= dev
 # The oldest and the newest Python that requires-python admits. `make test` runs on them the tests of what differs
 # between versions, not the whole fast suite (scripts/test-other-pythons names them and says why): every module
