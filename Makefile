@@ -6,8 +6,11 @@ PY := $(VENV)/bin/python
 # with its CUDA libraries comes to gigabytes). Measured in docs/performance.md.
 UV_VERSION := 0.13.8
 UV := $(VENV)/bin/uv
+# uv compiles the modules as pip does (it would not by default): where PYTHONDONTWRITEBYTECODE is set, every process
+# would compile torch's, pulumi's and the others' again.
 PIP := $(UV) --version 2>/dev/null | grep -qx 'uv $(UV_VERSION)' \
-	|| $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); $(UV) pip install --quiet --python $(PY)
+	|| $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	$(UV) pip install --quiet --compile-bytecode --python $(PY)
 STACK ?= dev
 # The oldest and the newest Python that requires-python admits. `make test` runs on them the tests of what differs
 # between versions, not the whole fast suite (scripts/test-other-pythons names them and says why): every module
@@ -41,10 +44,12 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 render: $(VENV)/.installed
 	$(VENV)/bin/trainjobs render stacks/__main__.py --stack $(STACK) --out $(OUT)
 
+# The tests write the library's and their own bytecode (pytest's rewritten asserts) even where the environment
+# says not to (PYTHONDONTWRITEBYTECODE): else each worker and each process the tests start compiles them again.
 test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	scripts/install-mermaid
-	$(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
 
 # About 13 minutes on a quiet 2-core machine (the launcher section needs root and sshd); not part of `make test`.
 # BENCH_ARGS="--only register" for one section, "--run-local" to add run-local vs bare torchrun and at 3 and 40
