@@ -1,13 +1,29 @@
 # The two set-up commands of the README: `make render` and `make test`; `make bench` measures performance.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# Packages go in with uv, pinned, which pip installs first (only when something is to be installed): from its
+# cache uv hard-links them into the virtualenv, in parallel, where pip would unpack every wheel again (torch's
+# with its CUDA libraries comes to gigabytes). Measured in docs/performance.md.
+UV_VERSION := 0.13.8
+UV := $(VENV)/bin/uv
+# uv compiles the modules as pip does (it would not by default): where PYTHONDONTWRITEBYTECODE is set, every process
+# would compile torch's, pulumi's and the others' again.
+PIP := $(UV) --version 2>/dev/null | grep -qx 'uv $(UV_VERSION)' \
+	|| $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	$(UV) pip install --quiet --compile-bytecode --python $(PY)
 STACK ?= dev
-# The oldest and the newest Python that requires-python admits; `make test` runs the fast suite on them too.
+# The oldest and the newest Python that requires-python admits. `make test` runs on them the tests of what differs
+# between versions, not the whole fast suite (scripts/test-other-pythons names them and says why): every module
+# parsed and imported, argument refusals and hostile inputs (syntax, typing, the interpreter's limits), the CLI
+# (argparse), Pulumi's runtime under mocks (asyncio), run-local's helpers (os, socket, ioctls), each version's
+# wheels of PyYAML, grpcio, cryptography and pulumi-policy, the generated docs and schema (byte-identical) and
+# the docs' code blocks. The derivation rules, schemas, scheduling tables, corpus of bad inputs and properties
+# compute the same on every version and run on the main Python only.
 OTHER_PYTHONS ?= 3.10 3.13
-# Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' worker mostly waits on
-# its pods, and the longest tests (the end-to-end suite, each other Python's suite) each keep one worker.
-TEST_WORKERS ?= 4
+# Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' two workers mostly wait on
+# their pods, and the longest tests each keep one worker: the two end-to-end groups, each other Python's tests,
+# the installed wheel's, torchtune's (tests/conftest.py).
+TEST_WORKERS ?= 6
 OUT ?= rendered/$(STACK)
 
 .PHONY: render test bench clean cluster cluster-down cluster-controllers test-cluster
@@ -28,10 +44,12 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 render: $(VENV)/.installed
 	$(VENV)/bin/trainjobs render stacks/__main__.py --stack $(STACK) --out $(OUT)
 
+# The tests write the library's and their own bytecode (pytest's rewritten asserts) even where the environment
+# says not to (PYTHONDONTWRITEBYTECODE): else each worker and each process the tests start compiles them again.
 test: $(VENV)/.installed-test
 	scripts/install-e2e-deps
 	scripts/install-mermaid
-	$(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
 
 # About 13 minutes on a quiet 2-core machine (the launcher section needs root and sshd); not part of `make test`.
 # BENCH_ARGS="--only register" for one section, "--run-local" to add run-local vs bare torchrun and at 3 and 40

@@ -2,17 +2,25 @@ import pytest
 
 from trainjobs.testing import run
 
-# With parallel workers (`pytest -n N`, as `make test` runs the suite), the tests of one group run in one
-# worker, one after another. The end-to-end tests share the host (network namespaces, /run/trainjobs,
-# the pods' processes), and their leftover check counts what appears on the whole machine, the pod
-# holders test_host.py starts included. test_installed.py's tests share one build and install.
-ONE_WORKER = {"tests/e2e/": "host", "tests/localrun/test_host.py": "host", "tests/test_installed.py": "installed"}
+# With parallel workers (`pytest -n`, as `make test` runs the suite), the tests of one group run in one
+# worker, one after another. The end-to-end tests are two groups that run side by side: each run names
+# everything it makes by its own prefix and each test judges only its own runs' leftovers, as two users'
+# run-local jobs do on one machine; within a group, tests run one at a time, so that pods which train
+# for real do not all compete for the CPUs at once. The groups are about as long as each other: MPI
+# over sshd, bare pods and initializers in one, the torch, JAX and XGBoost jobs in the other.
+# test_installed.py's tests share one build and install; test_torchtune_cli.py's one import of torchtune.
+ONE_WORKER = {
+    "tests/e2e/test_mpi.py": "host: mpi", "tests/e2e/test_pods.py": "host: mpi",
+    "tests/e2e/test_initializer_order.py": "host: mpi", "tests/e2e/test_leftovers.py": "host: mpi",
+    "tests/localrun/test_host.py": "host: mpi", "tests/e2e/": "host: torch",
+    "tests/test_installed.py": "installed", "tests/test_torchtune_cli.py": "torchtune",
+}
 
 
 def pytest_addoption(parser) -> None:
     parser.addoption("--other-pythons", default="", metavar="VERSIONS",
-                     help="also run the fast suite on these Pythons, e.g. '3.10 3.13', one test each "
-                          "(tests/test_other_pythons.py)")
+                     help="also run the tests of what differs between versions on these Pythons, e.g. "
+                          "'3.10 3.13', one test each (tests/test_other_pythons.py)")
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -4,6 +4,7 @@ from its own layer and the layers below it (docs/contributing.md, "Where the cod
 
 import ast
 import gc
+import importlib
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -172,3 +173,20 @@ def test_every_module_has_its_layer():
     assert {layer_of(m) for m in MODULES} == set(range(len(LAYERS)))
     assert (layer_of("trainjobs.kube.naming"), layer_of("trainjobs.tools.podview"), layer_of("trainjobs.tools.cli.main"),
             layer_of("trainjobs")) == (0, 7, 9, 6)
+
+
+def test_every_module_imports():
+    """On the Python running the tests: its syntax, its annotations evaluated (pydantic builds the models when
+    they are defined), what it imports. The other Pythons run this and the tests of what else differs between
+    versions, not every test (scripts/test-other-pythons). Not imported, only parsed above as every module is:
+    a `__main__`, which runs its command when imported, and run-local's stand-in for the mpi-pi image's
+    program, which runs in pods on Debian's python3 with its mpi4py."""
+    programs = {"trainjobs.localrun._mpi_pi"}
+    failed = {}
+    for name in MODULES:
+        if name.rpartition(".")[2] != "__main__" and name not in programs:
+            try:
+                importlib.import_module(name)
+            except Exception as error:   # noqa: BLE001 (each module's failure, named)
+                failed[name] = repr(error)
+    assert len(MODULES) > 50 and failed == {}

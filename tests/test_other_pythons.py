@@ -1,8 +1,8 @@
-"""The fast suite on the other Pythons pyproject.toml supports, one test per version, when asked:
-`pytest --other-pythons "3.10 3.13"` (`make test` asks). As tests they run in parallel workers beside
-the rest of the suite, which on few cores leaves much of the machine to them while the end-to-end
-tests wait on their pods. Each is `scripts/test-other-pythons VERSION`: the version's own virtualenv,
-built on the first run, and the same tests, whose generated docs and schema must come out the same.
+"""The tests of what differs between Python versions, on the other Pythons pyproject.toml supports, one
+test per version, when asked: `pytest --other-pythons "3.10 3.13"` (`make test` asks). As tests they run in
+parallel workers beside the rest of the suite. Each is `scripts/test-other-pythons VERSION`: the version's
+own virtualenv, built on the first run, and the tests that script names (and says why), whose generated
+docs and schema must come out the same.
 """
 
 import re

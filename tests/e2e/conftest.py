@@ -7,8 +7,8 @@ what they need.
 
 After each test, the runs it started must hold no network namespace, link, /etc/netns entry, run
 state or pod process on the machine; what other runs hold is not the test's. Under parallel workers
-(`pytest -n`), they all run in one worker, one after another (tests/conftest.py). The suite's own
-duration is reported at the end of the run (tests/conftest.py).
+(`pytest -n`), they run in two groups side by side, each in one worker, one test after another
+(tests/conftest.py). The suite's own duration is reported at the end of the run (tests/conftest.py).
 """
 
 import importlib.util
