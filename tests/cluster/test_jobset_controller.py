@@ -12,7 +12,7 @@ controller makes, and each of their pods, is compared with what `trainjobs expla
 trainjobs.tools.podview, read from the render), and their count with the summary's: names, hostnames, subdomain,
 labels, annotations, every container's env resolved with the pod's real name, IP and node, and which pods exclusive
 placement places. The tools leave out on purpose only what the cluster alone gives: the controllers' UIDs and the
-pods' priority (docs/backends.md). A claim is bound by hand to a volume made for it (the cluster has no binder).
+pods' priority (docs/backends.md). A claim is bound through the cluster's default StorageClass.
 
 Skipped unless the JobSet controller runs (its webhook configurations are installed); under CI=true they fail.
 """
@@ -233,27 +233,6 @@ def compare_job(job: dict[str, Any], index: ObjectIndex) -> list[str]:
             + differences(f"{where} annotations", shown(meta.get("annotations")), tools.get("annotations") or {}))
 
 
-VOLUME_OF = "trainjobs.io/test-namespace"
-
-
-def bound(obj: dict[str, Any], server: ApiServer) -> dict[str, Any]:
-    """A claim as a volume binder leaves it, bound to a volume made for it: the cluster has no binder, and the
-    scheduler places no pod whose claim is unbound. Any other object as it is."""
-    if obj["kind"] != "PersistentVolumeClaim":
-        return obj
-    meta = obj["metadata"]
-    volume = f"{meta['namespace']}-{meta['name']}"
-    server.create({"apiVersion": "v1", "kind": "PersistentVolume",
-                   "metadata": {"name": volume, "labels": {VOLUME_OF: meta["namespace"]}}, "spec": {
-        "capacity": obj["spec"]["resources"]["requests"], "accessModes": obj["spec"]["accessModes"],
-        "hostPath": {"path": f"/tmp/{volume}"}, "storageClassName": obj["spec"].get("storageClassName", ""),
-        "claimRef": {"namespace": meta["namespace"], "name": meta["name"]}}})
-    claim = copy.deepcopy(obj)
-    claim["metadata"].setdefault("annotations", {})["pv.kubernetes.io/bind-completed"] = "yes"
-    claim["spec"]["volumeName"] = volume
-    return claim
-
-
 @pytest.mark.parametrize("case", sorted(COMPARED))
 def test_the_controllers_jobs_and_pods_are_the_ones_the_tools_show(server, cluster_env, case):
     component, args = COMPARED[case]
@@ -265,7 +244,7 @@ def test_the_controllers_jobs_and_pods_are_the_ones_the_tools_show(server, clust
     create_namespace(cluster_env, namespace)
     try:
         for obj in objects:
-            server.create(bound(obj, server))
+            server.create(obj)  # a claim binds through the cluster's default StorageClass
         wanted = {(s.name, i) for s in index.pod_sets for i in range(s.count)}
         pods = wait_for_pods(cluster_env, namespace, case, wanted)
         jobs = kubectl_json(cluster_env, "get", "jobs", "-n", namespace, "-l", f"{JOBSET_NAME}={case}")["items"]
@@ -285,14 +264,3 @@ def test_the_controllers_jobs_and_pods_are_the_ones_the_tools_show(server, clust
         assert found == [], "\n".join(found)
     finally:
         delete_namespace(cluster_env, namespace)
-        delete_volumes(cluster_env, namespace)
-
-
-def delete_volumes(env: dict[str, str], namespace: str) -> None:
-    """The volumes `bound` made for a namespace's claims; nothing here removes their pv-protection finalizer."""
-    for volume in kubectl_json(env, "get", "pv", "-l", f"{VOLUME_OF}={namespace}")["items"]:
-        name = volume["metadata"]["name"]
-        subprocess.run(["kubectl", "patch", "pv", name, "--type", "merge", "-p", '{"metadata":{"finalizers":null}}'],
-                       env=env, capture_output=True)
-        subprocess.run(["kubectl", "delete", "pv", name, "--ignore-not-found", "--wait=false"], env=env,
-                       capture_output=True)
