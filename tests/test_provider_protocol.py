@@ -496,6 +496,7 @@ def test_a_queue_name_the_cluster_refuses_is_refused_on_queue(engine, provider, 
 def test_a_placement_and_multikueue_through_the_provider(engine, provider):
     registered, _ = construct(engine, provider, "TorchTrainJob", "llm", {
         "image": "img:1", "numNodes": 4, "gangScheduler": "kueue", "queue": "team-llm",
+        "resourcesPerNode": {"requests": {"nvidia.com/gpu": "8"}},
         "placement": {"topology": "example.com/block", "sliceTopology": "example.com/rack", "sliceSize": 2}})
     template = as_dict(registered.get("Job", "llm-node-0").object)["spec"]["template"]
     assert {k: v for k, v in template["metadata"]["annotations"].items() if k.startswith("kueue.")} == {
