@@ -9,6 +9,11 @@
 #   scripts/engine/cluster.sh down   stop everything `up` started
 #   scripts/engine/cluster.sh env    print the `export` lines of the running cluster
 #   scripts/engine/cluster.sh kueue-fixtures   print Kueue's fixtures (queues, flavor, Topology, priorities)
+#   scripts/engine/cluster.sh worker up|down   a second control plane beside a running one that has Kueue: MultiKueue's
+#                                    worker cluster (state in <state>/worker, with the JobSet and Kueue controllers
+#                                    and Kueue's fixtures), and on this (manager) cluster the MultiKueue objects that
+#                                    dispatch to it from the ClusterQueue team-llm-multikueue; `down` removes both
+#                                    (as the manager's own `down` does)
 #
 # State (certificates, etcd's data, logs, pids, the Pulumi backend) is in $TRAINJOBS_CLUSTER_DIR, by default
 # .cluster/ in the work tree. Ports are chosen free. kwok plays the kubelet of the fake Nodes: their pods turn
@@ -46,6 +51,7 @@ LANGHOST=$CACHE/langhost-$PULUMI_VERSION-$(sha256sum < "$here/langhost/main.go" 
 YAMLHOST=$CACHE/pulumi-yaml-$PULUMI_YAML_VERSION/bin
 JOBSET=$CACHE/jobset-$JOBSET_VERSION/bin
 KUEUE=$CACHE/kueue-$KUEUE_VERSION/bin
+WORKER=$STATE/worker   # MultiKueue's worker cluster (`cluster.sh worker up`)
 COMPONENTS=(kueue jobset kwok kube-scheduler kube-controller-manager kube-apiserver etcd)  # the order `down` stops them in
 
 log() { printf '[cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -303,6 +309,7 @@ FIXTURES
 
 down() {
   local name pid i
+  if [[ -d $WORKER/pids ]]; then TRAINJOBS_CLUSTER_DIR=$WORKER "$here/cluster.sh" down; fi
   for name in "${COMPONENTS[@]}"; do
     alive "$name" || continue
     pid=$(cat "$STATE/pids/$name")
@@ -312,6 +319,85 @@ down() {
     log "stopped $name ($pid)"
   done
   rm -rf "$STATE/pids"
+}
+
+# MultiKueue (Kueue v0.17, kueue.x-k8s.io/v1beta2) on this cluster, the manager, dispatching to the worker cluster:
+# the worker's kubeconfig in a Secret of Kueue's namespace (its CA inline and its admin token: Kueue refuses a
+# kubeconfig that names files), the MultiKueueCluster and MultiKueueConfig `worker`, the AdmissionCheck `worker` of
+# MultiKueue's controller, and the ClusterQueue team-llm-multikueue that requires it, with the worker's capacity as
+# quota of a flavor of no Node's (the manager runs none of these pods). The worker's fixtures give the ClusterQueue
+# team-llm that a LocalQueue team-llm of the same namespace there draws from. MultiKueue is on by default (beta).
+multikueue_fixtures() {
+  cat <<FIXTURES
+apiVersion: v1
+kind: Secret
+metadata: {name: worker, namespace: kueue-system}
+stringData:
+  kubeconfig: |
+$(kubectl --kubeconfig "$WORKER/kubeconfig" config view --raw --flatten --minify | sed 's/^/    /')
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueCluster
+metadata: {name: worker}
+spec:
+  clusterSource:
+    kubeConfig: {locationType: Secret, location: worker}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueConfig
+metadata: {name: worker}
+spec: {clusters: [worker]}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: worker}
+spec:
+  controllerName: kueue.x-k8s.io/multikueue
+  parameters: {apiGroup: kueue.x-k8s.io, kind: MultiKueueConfig, name: worker}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: multikueue}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-llm-multikueue}
+spec:
+  namespaceSelector: {}
+  admissionChecksStrategy:
+    admissionChecks: [{name: worker}]
+  resourceGroups:
+    - coveredResources: [cpu, memory, nvidia.com/gpu]
+      flavors:
+        - name: multikueue
+          resources:
+            - {name: cpu, nominalQuota: "$((96 * NODES))"}
+            - {name: memory, nominalQuota: "${NODES}Ti"}
+            - {name: nvidia.com/gpu, nominalQuota: "$((8 * NODES))"}
+FIXTURES
+}
+
+# The worker cluster, as `up` starts a cluster (its own state, ports and fake Nodes), with the JobSet and Kueue
+# controllers; then MultiKueue on this one, up once its AdmissionCheck is Active (Kueue connected to the worker).
+worker_up() {
+  CONTROLLERS=$(cat "$STATE/controllers" 2> /dev/null) || die "no cluster in $STATE: run scripts/engine/cluster.sh up"
+  running || die "the cluster of $STATE does not run: run scripts/engine/cluster.sh up"
+  controller_on kueue || die "MultiKueue needs Kueue on the manager: start it with TRAINJOBS_CLUSTER_CONTROLLERS=jobset,kueue"
+  TRAINJOBS_CLUSTER_DIR=$WORKER TRAINJOBS_CLUSTER_CONTROLLERS=jobset,kueue "$here/cluster.sh" up > /dev/null
+  multikueue_fixtures | kubectl_ apply -f - > /dev/null
+  wait_for kueue 120 kubectl_ wait --for condition=Active --timeout 5s multikueuecluster/worker admissioncheck/worker
+  log "MultiKueue: ClusterQueue team-llm-multikueue dispatches to the worker cluster (KUBECONFIG=$WORKER/kubeconfig)"
+}
+
+# MultiKueue's objects off this cluster (what they hold is left to Kueue: no wait), then the worker stopped.
+worker_down() {
+  if [[ -s $STATE/kubeconfig ]] && kubectl_ get --raw /readyz > /dev/null 2>&1; then
+    kubectl_ delete --ignore-not-found --wait=false clusterqueue/team-llm-multikueue admissioncheck/worker \
+      multikueueconfig/worker multikueuecluster/worker resourceflavor/multikueue > /dev/null 2>&1 || true
+    kubectl_ delete --ignore-not-found -n kueue-system secret/worker > /dev/null 2>&1 || true
+  fi
+  if [[ -d $WORKER ]]; then TRAINJOBS_CLUSTER_DIR=$WORKER "$here/cluster.sh" down; fi
+  rm -rf "$WORKER"
 }
 
 # The cluster runs as asked: every component, and the controllers asked for.
@@ -528,5 +614,11 @@ case ${1:-} in
   down) down; log "stopped" ;;
   env) [[ -e $STATE/env ]] || die "no cluster: run scripts/engine/cluster.sh up"; cat "$STATE/env" ;;
   kueue-fixtures) kueue_fixtures ;;
-  *) echo "usage: $0 up|down|env|kueue-fixtures" >&2; exit 2 ;;
+  worker)
+    case ${2:-} in
+      up) worker_up ;;
+      down) worker_down; log "worker stopped" ;;
+      *) echo "usage: $0 worker up|down" >&2; exit 2 ;;
+    esac ;;
+  *) echo "usage: $0 up|down|env|kueue-fixtures|worker up|down" >&2; exit 2 ;;
 esac
