@@ -161,6 +161,25 @@ def test_a_jobsets_restarts_against_its_max_and_an_elastic_jobs_size():
             status.roles[0].max_size) == (2, 3, 3, 2, 4)
 
 
+def test_a_jobset_multikueue_dispatched_names_the_worker_cluster_its_pods_run_in():
+    """On the manager cluster: the JobSet's status comes from the worker, and no Job or pod of it is here."""
+    jobset = {"metadata": {"name": "llm", "namespace": "ml", "uid": "uid-js", "labels": LABELS},
+              "spec": {"managedBy": "kueue.x-k8s.io/multikueue"},
+              "status": {"conditions": [condition("Completed", "AllJobsCompleted", "jobset completed successfully")]}}
+    dispatched = workload(condition("QuotaReserved", "QuotaReserved"), condition("Admitted", "Admitted"),
+                          condition("Finished", "Succeeded", "jobset completed successfully"),
+                          admission={"clusterQueue": "team-multikueue"}, clusterName="worker-1")
+    dispatched["metadata"]["ownerReferences"] = [{"kind": "JobSet", "name": "llm", "uid": "uid-js"}]
+    status = one(Snapshot(jobsets=[jobset], workloads=[dispatched]))
+    assert job_text(status) == (
+        "llm (namespace ml): succeeded\n"
+        "  admission: Workload job-llm-node-0-5f2a1 in queue team-multikueue: finished (Succeeded: jobset completed "
+        "successfully)\n"
+        "  dispatched by MultiKueue to the worker cluster worker-1: its Jobs and pods run there\n"
+        "  JobSet llm: Completed (AllJobsCompleted: jobset completed successfully); restarts: 0 of maxRestarts 0")
+    assert status.to_json()["admission"][0]["cluster"] == "worker-1"
+
+
 def test_logs_take_the_newest_pod_of_each_rank_and_a_rank_by_its_index():
     launcher = {"trainjobs.io/job-name": "llm", "trainjobs.io/role": "launcher"}
     snapshot = Snapshot(

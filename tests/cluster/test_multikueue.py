@@ -148,6 +148,7 @@ def test_a_multikueue_jobset_is_dispatched_to_the_worker_run_there_and_its_statu
             f"{JOB} (namespace {namespace}): succeeded\n"
             f"  admission: Workload {workload['metadata']['name']} in queue {MANAGER_QUEUE}: finished (Succeeded: jobset "
             "completed successfully)\n"
+            "  dispatched by MultiKueue to the worker cluster worker: its Jobs and pods run there\n"
             f"  JobSet {JOB}: Completed (AllJobsCompleted: jobset completed successfully); restarts: 0 of maxRestarts 0\n")
     finally:
         jobsets.stop()

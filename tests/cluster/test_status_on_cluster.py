@@ -101,7 +101,7 @@ def test_a_job_waits_for_quota_then_is_admitted_and_runs(cluster_env, namespace)
     assert data["jobs"][0]["state"] == "queued"
     assert data["jobs"][0]["admission"] == [{
         "kind": "Workload", "name": "job-q-node-0-1a2b3", "state": "queued", "reason": "Pending",
-        "message": pending["message"], "queue": "team", "requeues": 0}]
+        "message": pending["message"], "queue": "team", "requeues": 0, "cluster": ""}]
     not_yet = trainjobs(cluster_env, "wait", "-n", namespace, "q", "--for", "admitted", "--timeout", "1", "--poll", "0.5")
     assert (not_yet.returncode, not_yet.stdout) == (124, "q: still queued after 1s, not admitted\n")
 

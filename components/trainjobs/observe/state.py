@@ -44,6 +44,9 @@ class Admission:
     """The ClusterQueue that admitted the Workload, else its LocalQueue; a PodGroup's `spec.queue`."""
     requeues: int = 0
     """How many times Kueue put the Workload back in its queue after an eviction."""
+    cluster: str = ""
+    """The worker cluster MultiKueue dispatched the Workload to (its `status.clusterName`): the job's Jobs and pods
+    are there, and this cluster's JobSet carries their status."""
 
 
 @dataclass(frozen=True)
@@ -216,16 +219,19 @@ def _workload(workload: Mapping) -> Admission:
     queue = ((status.get("admission") or {}).get("clusterQueue") or spec.get("queueName")
              or _labels(workload).get(QUEUE_LABEL, ""))
     requeues = int((status.get("requeueState") or {}).get("count") or 0)
+    cluster = status.get("clusterName") or ""
     name = _meta(workload).get("name", "")
     for kind, state in (("Finished", "finished"), ("Preempted", "preempted"), ("Evicted", "evicted"),
                         ("Admitted", "admitted"), ("QuotaReserved", "quota reserved")):
         found = _condition(workload, kind)
         if found:
-            return Admission("Workload", name, state, found.get("reason", ""), found.get("message", ""), queue, requeues)
+            return Admission("Workload", name, state, found.get("reason", ""), found.get("message", ""), queue, requeues,
+                             cluster)
     if spec.get("active") is False:
-        return Admission("Workload", name, "inactive", "", "spec.active is false", queue, requeues)
+        return Admission("Workload", name, "inactive", "", "spec.active is false", queue, requeues, cluster)
     pending = next((c for c in status.get("conditions") or [] if c.get("type") == "QuotaReserved"), {})
-    return Admission("Workload", name, "queued", pending.get("reason", ""), pending.get("message", ""), queue, requeues)
+    return Admission("Workload", name, "queued", pending.get("reason", ""), pending.get("message", ""), queue, requeues,
+                     cluster)
 
 
 def _pod_group(group: Mapping) -> Admission:

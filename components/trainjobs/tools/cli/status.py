@@ -104,6 +104,9 @@ def job_text(job: JobStatus) -> str:
         requeued = f"; requeued {times} time{'' if times == 1 else 's'}" if times else ""
         lines.append(f"  admission: {admission.kind} {admission.name}{queue}: {admission.state}"
                      f"{_said(admission.reason, admission.message)}{requeued}")
+        if admission.cluster:
+            lines.append(f"  dispatched by MultiKueue to the worker cluster {admission.cluster}: its Jobs and pods run "
+                         "there")
     if job.jobset:
         s = job.jobset
         lines.append(f"  JobSet {s.name}: {s.state}{_said(s.reason, s.message)}; restarts: {s.restarts} of "
