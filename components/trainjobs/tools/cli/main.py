@@ -119,7 +119,8 @@ def cmd_run_local(args: argparse.Namespace) -> int:
 
 def cmd_node_agent(args: argparse.Namespace) -> int:
     from trainjobs import localrun  # imported here: only run-local's commands need it
-    from trainjobs.localrun.agent import ApiError, node_agent
+    from trainjobs.kube.client import ApiError
+    from trainjobs.localrun.agent import node_agent
 
     problems = localrun.host_problems()
     if problems:
