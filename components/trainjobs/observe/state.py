@@ -161,6 +161,15 @@ def _condition(obj: Mapping, kind: str) -> Mapping | None:
                  if c.get("type") == kind and c.get("status") == "True"), None)
 
 
+def _state(obj: Mapping, kinds: Iterable[str]) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the first of these condition types the object has with status True, or None."""
+    for kind in kinds:
+        found = _condition(obj, kind)
+        if found:
+            return kind, found.get("reason", ""), found.get("message", "")
+    return None
+
+
 def parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
@@ -209,6 +218,11 @@ def _owned_by(pod: Mapping, job: Mapping) -> bool:
     return (_labels(pod).get("job-name") or _labels(pod).get("batch.kubernetes.io/job-name")) == _meta(job)["name"]
 
 
+# A Workload's conditions (Kueue v1beta2), the most telling first, and the state each says.
+WORKLOAD_STATES = {"Finished": "finished", "Preempted": "preempted", "Evicted": "evicted", "Admitted": "admitted",
+                   "QuotaReserved": "quota reserved"}
+
+
 def _workload(workload: Mapping) -> Admission:
     """Kueue's Workload (v1beta2) by its conditions, the most telling first."""
     status = workload.get("status") or {}
@@ -217,11 +231,10 @@ def _workload(workload: Mapping) -> Admission:
              or _labels(workload).get(QUEUE_LABEL, ""))
     requeues = int((status.get("requeueState") or {}).get("count") or 0)
     name = _meta(workload).get("name", "")
-    for kind, state in (("Finished", "finished"), ("Preempted", "preempted"), ("Evicted", "evicted"),
-                        ("Admitted", "admitted"), ("QuotaReserved", "quota reserved")):
-        found = _condition(workload, kind)
-        if found:
-            return Admission("Workload", name, state, found.get("reason", ""), found.get("message", ""), queue, requeues)
+    found = _state(workload, WORKLOAD_STATES)
+    if found:
+        kind, reason, message = found
+        return Admission("Workload", name, WORKLOAD_STATES[kind], reason, message, queue, requeues)
     if spec.get("active") is False:
         return Admission("Workload", name, "inactive", "", "spec.active is false", queue, requeues)
     pending = next((c for c in status.get("conditions") or [] if c.get("type") == "QuotaReserved"), {})
@@ -278,17 +291,9 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
 
 def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:
     spec, status = job.get("spec") or {}, job.get("status") or {}
-    state, reason, message = "Pending", "", ""
-    for kind in ("Failed", "Complete", "Suspended"):
-        found = _condition(job, kind)
-        if found:
-            state, reason, message = kind, found.get("reason", ""), found.get("message", "")
-            break
-    else:
-        if spec.get("suspend"):
-            state = "Suspended"
-        elif any(p.phase == "Running" for p in pods):
-            state = "Running"
+    running = "Running" if any(p.phase == "Running" for p in pods) else "Pending"
+    state, reason, message = _state(job, ("Failed", "Complete", "Suspended")) or (
+        "Suspended" if spec.get("suspend") else running, "", "")
     phases: dict[str, int] = {}
     for pod in sorted(pods, key=lambda p: p.phase):
         phases[pod.phase] = phases.get(pod.phase, 0) + 1
@@ -305,12 +310,7 @@ def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:
 
 def _jobset(jobset: Mapping) -> JobSetStatus:
     status = jobset.get("status") or {}
-    state, reason, message = "Running", "", ""
-    for kind in ("Failed", "Completed", "Suspended"):
-        found = _condition(jobset, kind)
-        if found:
-            state, reason, message = kind, found.get("reason", ""), found.get("message", "")
-            break
+    state, reason, message = _state(jobset, ("Failed", "Completed", "Suspended")) or ("Running", "", "")
     return JobSetStatus(_meta(jobset)["name"], state, reason, message, int(status.get("restarts") or 0),
                         int(((jobset.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0))
 
