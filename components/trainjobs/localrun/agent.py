@@ -37,12 +37,13 @@ import requests
 
 from trainjobs.backends import PodSet
 from trainjobs.kube.client import ApiError, KubeClient
+from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.tools.podview import ObjectIndex, PodFacts
 from .jobs import Console, Echo, PodRun
 from .jobsets import Disruption
 from .network import Network, hosts_file, pick_subnet, sweep_stale
 from .plan import PlanError, PodSlot, VolumeSpec, build_pod
-from .policies import DISRUPTION_TARGET
 from .pods import Holders, Sandbox, SandboxError
 
 TICK = 0.25
@@ -50,7 +51,6 @@ LEASE_SECONDS = 40
 RENEW_EVERY = 10.0
 NODE_STATUS_EVERY = 60.0
 NODE_IP = "127.0.0.1"
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # As the cluster's fake Nodes offer (scripts/engine/cluster.sh): rendered pods that ask for GPUs schedule too.
 CAPACITY = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8", "ephemeral-storage": "1Ti"}
 NODE_LABEL = "trainjobs.dev/node-agent"
@@ -205,7 +205,7 @@ class NodeAgent:
                                {"gracePeriodSeconds": 0}, ok=(200, 202, 404))
             return None
         annotations = meta.get("annotations") or {}
-        index = annotations.get(COMPLETION_INDEX)
+        index = annotations.get(COMPLETION_INDEX_ANNOTATION)
         hostname = spec.get("hostname") or meta["name"]
         slot = PodSlot(job=(meta.get("labels") or {}).get("job-name", meta["name"]), index=int(index or 0),
                        hostname=hostname, namespace=meta["namespace"], subdomain=spec.get("subdomain"),

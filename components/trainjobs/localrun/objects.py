@@ -15,10 +15,10 @@ from typing import Any
 
 from trainjobs.kube.manifests import MAIN_CONTAINER
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.observe.local import STATE_FILE
 from .jobs import JobRun, PodRun
 from .jobsets import JobSetRun
-from .policies import DISRUPTION_TARGET
 
 # What a pod evicted by `--disrupt` says in its DisruptionTarget condition: a preemption's reason.
 PREEMPTED = "PreemptionByScheduler"

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Mapping
 
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, MAIN_CONTAINER, MIN_PODS
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.scheduling.kueue import PREFERRED_TOPOLOGY, QUEUE_LABEL, REQUIRED_TOPOLOGY, SLICE_TOPOLOGY
 
-DISRUPTION_TARGET = "DisruptionTarget"
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 # A pod the Job controller deleted because its Job failed or was suspended stops with SIGKILL's 128 + 9.
 KILLED = 137
