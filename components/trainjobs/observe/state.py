@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, MAIN_CONTAINER, MIN_PODS
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
-from trainjobs.kube.policies import DISRUPTION_TARGET
+from trainjobs.kube.policies import DISRUPTION_TARGET, pod_verdict
 from trainjobs.scheduling.kueue import PREFERRED_TOPOLOGY, QUEUE_LABEL, REQUIRED_TOPOLOGY, SLICE_TOPOLOGY
 
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
@@ -253,20 +253,28 @@ def _main_status(pod: Mapping) -> Mapping:
     return next((s for s in statuses if s.get("name") == MAIN_CONTAINER), statuses[0] if statuses else {})
 
 
-def _fatal_codes(job: Mapping) -> set[int]:
-    """The main container's exit codes on which the Job's pod failure policy fails the Job."""
+def _terminated(container_status: Mapping) -> Mapping:
+    return ((container_status.get("state") or {}).get("terminated")
+            or (container_status.get("lastState") or {}).get("terminated") or {})
+
+
+def _fails_job(pod: Mapping, job: Mapping) -> bool:
+    """Whether the Job's pod failure policy fails the Job on this failed pod, as the Job controller evaluates it."""
     rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
-    return {code for r in rules if r.get("action") == "FailJob" and (r.get("onExitCodes") or {}).get("operator") == "In"
-            and (r["onExitCodes"].get("containerName") in (None, MAIN_CONTAINER))
-            for code in r["onExitCodes"].get("values") or []}
+    status = pod.get("status") or {}
+    codes = {s.get("name", ""): _terminated(s)["exitCode"]
+             for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+             if _terminated(s).get("exitCode") is not None}
+    conditions = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    verdict = pod_verdict(rules, f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}", codes, conditions)
+    return verdict is not None and verdict.action == "FailJob"
 
 
 def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, jobs: list[dict]) -> PodStatus:
     meta, spec, status = _meta(pod), pod.get("spec") or {}, pod.get("status") or {}
     index_text = (meta.get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION)
     index = int(index_text) if index_text and index_text.isdigit() else None
-    main = _main_status(pod)
-    terminated = (main.get("state") or {}).get("terminated") or (main.get("lastState") or {}).get("terminated") or {}
+    terminated = _terminated(_main_status(pod))
     exit_code = terminated.get("exitCode")
     reason = status.get("reason") or terminated.get("reason", "")
     message = status.get("message") or terminated.get("message", "")
@@ -275,7 +283,7 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
         reason = f"preempted ({disrupted.get('reason', '')})" if disrupted.get("reason") else "preempted"
         message = disrupted.get("message", "") or message
     job = next((j for j in jobs if _owned_by(pod, j)), {})
-    if exit_code is not None and exit_code in _fatal_codes(job) and status.get("phase") == "Failed":
+    if exit_code is not None and status.get("phase") == "Failed" and _fails_job(pod, job):
         reason = f"{reason}: fatal exit code" if reason else "fatal exit code"
     created = parse_time(meta.get("creationTimestamp"))
     node = spec.get("nodeName", "")
