@@ -43,7 +43,7 @@ from trainjobs.tools.podview import ObjectIndex, PodFacts
 from .jobs import Console, Echo, PodRun
 from .jobsets import Disruption
 from .network import Network, hosts_file, pick_subnet, sweep_stale
-from .plan import PlanError, PodSlot, VolumeSpec, build_pod
+from .plan import PlanError, PodSlot, VolumeSpec, build_pod, unpublished
 from .pods import Holders, Sandbox, SandboxError
 
 TICK = 0.25
@@ -457,14 +457,9 @@ class NodeAgent:
     # -- names ------------------------------------------------------------------------------
 
     def _publish(self, pod: AgentPod, objects: list[dict[str, Any]]) -> None:
-        """Whether a headless Service named like the pod's subdomain selects it: then it has DNS names."""
-        slot = pod.slot
-        service = next((o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == slot.subdomain
-                        and o["metadata"]["namespace"] == slot.namespace), None)
-        selector = ((service or {}).get("spec") or {}).get("selector") or {}
-        slot.published = bool(slot.subdomain and slot.indexed and service is not None
-                              and service["spec"].get("clusterIP") == "None" and selector
-                              and all(slot.labels.get(k) == v for k, v in selector.items()))
+        """Whether the pod has DNS names, as run-local decides it (`plan.unpublished`)."""
+        services = [o for o in objects if o["kind"] == "Service"]
+        pod.slot.published = bool(pod.slot.subdomain) and unpublished(pod.slot, services) is None
 
     def _live_slots(self) -> list[PodSlot]:
         return [p.slot for p in self.pods.values() if p.run is not None and not p.gone and p.slot.ip]
