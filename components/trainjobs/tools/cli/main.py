@@ -96,13 +96,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run_local(args: argparse.Namespace) -> int:
-    from trainjobs import localrun  # imported here: only this command needs it
+def _host_refused() -> bool:
+    """Whether this machine cannot run pods (run-local's and the node agent's), each reason printed."""
+    from trainjobs import localrun  # imported here: only the commands that run pods need it
 
     problems = localrun.host_problems()
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return bool(problems)
+
+
+def cmd_run_local(args: argparse.Namespace) -> int:
+    from trainjobs import localrun
+
+    if _host_refused():
         return localrun.EXIT_USAGE
     result = _run(args, preview=False)
     objects = render.kubernetes_objects(result, redact=False)
@@ -118,14 +125,11 @@ def cmd_run_local(args: argparse.Namespace) -> int:
 
 
 def cmd_node_agent(args: argparse.Namespace) -> int:
-    from trainjobs import localrun  # imported here: only run-local's commands need it
+    from trainjobs import localrun
     from trainjobs.kube.client import ApiError
     from trainjobs.localrun.agent import node_agent
 
-    problems = localrun.host_problems()
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+    if _host_refused():
         return localrun.EXIT_USAGE
     try:
         return node_agent(args.kubeconfig, nodes=args.nodes, node_prefix=args.node_prefix, run_root=args.run_dir,
