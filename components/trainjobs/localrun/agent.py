@@ -17,6 +17,7 @@ run-local's emulation of them. `--disrupt HOSTNAME@WHEN` preempts a pod as the k
 """
 
 import datetime
+import ipaddress
 import json
 import re
 import secrets
@@ -42,7 +43,7 @@ from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.tools.podview import ObjectIndex, PodFacts
 from .jobs import Console, Echo, PodRun
 from .jobsets import Disruption
-from .network import Network, hosts_file, pick_subnet, sweep_stale
+from .network import ETC_NETNS, Network, hosts_file, pick_subnet, sweep_stale
 from .plan import PlanError, PodSlot, VolumeSpec, build_pod, unpublished
 from .pods import Holders, Sandbox, SandboxError
 
@@ -54,7 +55,7 @@ NODE_IP = "127.0.0.1"
 # As the cluster's fake Nodes offer (scripts/engine/cluster.sh): rendered pods that ask for GPUs schedule too.
 CAPACITY = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8", "ephemeral-storage": "1Ti"}
 NODE_LABEL = "trainjobs.dev/node-agent"
-PREEMPTED = "Preempting"   # the kubelet's pod status reason when it preempts a pod
+PREEMPTED_POD_REASON = "Preempting"   # the kubelet's pod status reason when it preempts a pod
 PREEMPTED_CONDITION_REASON = "TerminationByKubelet"
 
 
@@ -426,7 +427,7 @@ class NodeAgent:
             conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTED_CONDITION_REASON,
                                "message": "Pod was preempted by the node agent (trainjobs node-agent --disrupt)"})
             if finished:
-                status.update(reason=PREEMPTED, message="Pod was preempted by the node agent")
+                status.update(reason=PREEMPTED_POD_REASON, message="Pod was preempted by the node agent")
         if pod.error:
             status["message"] = pod.error
         status["conditions"] = conditions
@@ -469,8 +470,6 @@ class NodeAgent:
 
     def _write_hosts(self) -> None:
         """Each running pod's hosts file with the pods that have addresses now, as the cluster DNS answers."""
-        from .network import ETC_NETNS
-
         for pod in self.pods.values():
             if pod.run is None or pod.gone:
                 continue
@@ -635,7 +634,7 @@ def _self_signed(directory: Path) -> tuple[str, str]:
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address(NODE_IP))]),
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(NODE_IP))]),
                            critical=False)
             .sign(key, hashes.SHA256()))
     cert_path, key_path = directory / "kubelet.crt", directory / "kubelet.key"

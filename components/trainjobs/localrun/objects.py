@@ -21,7 +21,7 @@ from .jobs import JobRun, PodRun
 from .jobsets import JobSetRun
 
 # What a pod evicted by `--disrupt` says in its DisruptionTarget condition: a preemption's reason.
-PREEMPTED = "PreemptionByScheduler"
+PREEMPTION_REASON = "PreemptionByScheduler"
 
 
 def _stamp(monotonic: float | None, offset: float) -> str | None:
@@ -44,7 +44,7 @@ def _pod(pod: PodRun, job: JobRun, namespace: str, node: str, offset: float) -> 
         state = {"running": {}} if pod.phase == "Running" else {"waiting": {"reason": "PodInitializing"}}
     conditions = []
     if DISRUPTION_TARGET in pod.conditions:
-        conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTED,
+        conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_REASON,
                            "message": pod.reason.removeprefix(f"{DISRUPTION_TARGET}: ")})
     annotations = {COMPLETION_INDEX_ANNOTATION: str(slot.index)} if slot.indexed else {}
     return {"apiVersion": "v1", "kind": "Pod",
