@@ -75,10 +75,12 @@ cluster-down:
 # The controllers `make test-cluster` starts the cluster with (CLUSTER_CONTROLLERS= for the small cluster).
 CLUSTER_CONTROLLERS ?= jobset,kueue
 
-# The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed.
+# The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed; with
+# PYTEST_ARGS naming test files (tests/cluster/test_x.py), those alone.
 test-cluster: $(VENV)/.installed-test
 	TRAINJOBS_CLUSTER_CONTROLLERS=$(CLUSTER_CONTROLLERS) scripts/engine/cluster.sh up > /dev/null
-	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest tests/cluster $(PYTEST_ARGS)
+	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest \
+		$(if $(filter tests/%,$(PYTEST_ARGS)),,tests/cluster) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) rendered .pytest_cache
