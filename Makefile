@@ -63,26 +63,24 @@ bench: $(VENV)/.installed
 cluster:
 	scripts/engine/cluster.sh up
 
-# The same cluster with the Kueue controller from its module, its webhooks on loopback, and the queues the example
-# stacks name (docs/real-engine.md); `make cluster` keeps to the small one. With the same TRAINJOBS_CLUSTER_CONTROLLERS,
-# `make test-cluster` uses it (tests/cluster/test_kueue_controller.py needs it).
+# The same cluster with the JobSet and Kueue controllers from their modules, their webhooks on loopback, and the
+# queues the example stacks name (docs/real-engine.md); `make cluster` keeps to the small one. `make test-cluster`
+# uses it (tests/cluster/test_kueue_controller.py needs it).
 cluster-controllers:
-	TRAINJOBS_CLUSTER_CONTROLLERS=kueue scripts/engine/cluster.sh up
+	TRAINJOBS_CLUSTER_CONTROLLERS=jobset,kueue scripts/engine/cluster.sh up
 
 cluster-down:
 	scripts/engine/cluster.sh down
 
-# The same cluster with the JobSet and Kueue controllers and their webhooks beside it.
-cluster-controllers:
-	TRAINJOBS_CLUSTER_CONTROLLERS=jobset,kueue scripts/engine/cluster.sh up
-
 # The controllers `make test-cluster` starts the cluster with (CLUSTER_CONTROLLERS= for the small cluster).
 CLUSTER_CONTROLLERS ?= jobset,kueue
 
-# The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed.
+# The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed; with
+# PYTEST_ARGS naming test files (tests/cluster/test_x.py), those alone.
 test-cluster: $(VENV)/.installed-test
 	TRAINJOBS_CLUSTER_CONTROLLERS=$(CLUSTER_CONTROLLERS) scripts/engine/cluster.sh up > /dev/null
-	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest tests/cluster $(PYTEST_ARGS)
+	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest \
+		$(if $(filter tests/%,$(PYTEST_ARGS)),,tests/cluster) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) rendered .pytest_cache

@@ -89,6 +89,23 @@ def test_the_first_failure_is_the_earliest_and_a_preempted_pod_says_so():
     assert status.state == "pending"   # the Job goes on: a preemption counts against no backoff
 
 
+def test_fatal_exit_code_is_what_the_jobs_pod_failure_policy_fails_the_job_on():
+    """The rules as the Job controller evaluates them, the first match winning: with retriable codes, any other
+    code is fatal (NotIn); a preempted pod is ignored before its exit code is looked at."""
+    rules = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+             {"action": "FailJob", "onExitCodes": {"containerName": "node", "operator": "In", "values": [137]}},
+             {"action": "Count", "onExitCodes": {"containerName": "node", "operator": "In", "values": [1]}},
+             {"action": "FailJob", "onExitCodes": {"containerName": "node", "operator": "NotIn", "values": [1]}}]
+    snapshot = Snapshot(jobs=[job(pods=3, spec={"podFailurePolicy": {"rules": rules}})], pods=[
+        pod(0, "Failed", terminated={"exitCode": 1, "reason": "Error", "finishedAt": "2026-11-28T11:57:00Z"}),
+        pod(1, "Failed", terminated={"exitCode": 2, "reason": "Error", "finishedAt": "2026-11-28T11:58:00Z"}),
+        pod(2, "Failed", terminated={"exitCode": 137, "reason": "Error", "finishedAt": "2026-11-28T11:59:00Z"},
+            conditions=[condition("DisruptionTarget", "TerminationByKubelet", "preempted")])])
+    assert [(p.rank, p.reason) for p in one(snapshot).roles[0].pods] == [
+        ("llm-node-0-0", "Error"), ("llm-node-0-1", "Error: fatal exit code"),
+        ("llm-node-0-2", "preempted (TerminationByKubelet)")]
+
+
 @pytest.mark.parametrize("conditions, extra, state, line", [
     ([condition("QuotaReserved", "Pending", "couldn't assign flavors to pod set main: insufficient quota", "False")], {},
      "queued", "Workload job-llm-node-0-5f2a1 in queue team: queued (Pending: couldn't assign flavors to pod set main: "

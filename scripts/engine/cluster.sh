@@ -4,7 +4,7 @@
 #   scripts/engine/cluster.sh up     build what is missing (build.sh), start etcd, kube-apiserver,
 #                                    kube-controller-manager, kube-scheduler and kwok, install the CRDs,
 #                                    add the fake Nodes; print the `export` lines, also written to <state>/env.
-#                                    With TRAINJOBS_CLUSTER_CONTROLLERS (a comma list: jobset), also those
+#                                    With TRAINJOBS_CLUSTER_CONTROLLERS (a comma list: jobset, kueue), also those
 #                                    controllers with their webhooks, served on 127.0.0.1.
 #   scripts/engine/cluster.sh down   stop everything `up` started
 #   scripts/engine/cluster.sh env    print the `export` lines of the running cluster
@@ -191,6 +191,7 @@ start_kueue() {
   cp "$dir/certs/tls.crt" "$dir/certs/tls.key" "$dir/etc/kueue/metrics/certs/"
   token=$(awk -F, '$2 == "kueue" {print $1}' "$STATE/pki/tokens.csv")
   kubectl_ config view --raw --flatten > "$dir/kubeconfig"
+  # The copy's user (named admin, as in the cluster's kubeconfig) gets the token of the user kueue.
   kubectl config --kubeconfig "$dir/kubeconfig" set-credentials admin --token "$token" > /dev/null
   chmod 600 "$dir/kubeconfig"
   kubectl_ create namespace kueue-system > /dev/null
@@ -515,8 +516,8 @@ up() {
 
   # The admin is a token in system:masters; service account tokens are signed with their own key.
   echo "$token,admin,admin,system:masters" > "$STATE/pki/tokens.csv"
-  # Each controller is a user of its own, with the RBAC its module ships.
-  for controller in ${CONTROLLERS//,/ }; do echo "$(openssl rand -hex 24),$controller,$controller" >> "$STATE/pki/tokens.csv"; done
+  # Kueue is a user of its own, with the RBAC its module ships (JobSet runs as its service account: start_jobset).
+  if controller_on kueue; then echo "$(openssl rand -hex 24),kueue,kueue" >> "$STATE/pki/tokens.csv"; fi
   openssl genrsa -out "$STATE/pki/sa.key" 2048 2> /dev/null
   openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2> /dev/null
   chmod 600 "$STATE/pki"/*

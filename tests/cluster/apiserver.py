@@ -12,11 +12,8 @@ hostnames, their labels): `pods_of` makes the pods the Job controller would crea
 defaulted Job, for their dry run.
 """
 
-import base64
 import os
 import re
-import ssl
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +21,8 @@ from typing import Any
 
 import pytest
 import requests
-import yaml
+
+from trainjobs.kube.client import KubeClient
 
 Parts = tuple[str | int, ...]
 
@@ -65,38 +63,18 @@ def parse_field(text: str) -> Parts:
 
 
 class ApiServer:
-    """The server of the current context of a kubeconfig: token or client-certificate credentials."""
+    """The server of the current context of a kubeconfig, through the library's JSON client (`KubeClient`)."""
 
     def __init__(self, kubeconfig: Path):
-        config = yaml.safe_load(kubeconfig.read_text())
-        contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
-        context = contexts[config["current-context"]]
-        cluster = {c["name"]: c["cluster"] for c in config["clusters"]}[context["cluster"]]
-        user = {u["name"]: u["user"] for u in config.get("users") or []}.get(context.get("user"), {})
-        self.default_namespace = context.get("namespace", "default")
-        self.base = cluster["server"].rstrip("/")
-        self._files = tempfile.TemporaryDirectory(prefix="apiserver-")
-        self.session = requests.Session()
-        authority = self._file(cluster, "certificate-authority", kubeconfig.parent)
-        if cluster.get("insecure-skip-tls-verify"):
-            self.session.verify = False
-        elif authority:
-            self.session.mount(self.base, _Trusting(authority))
-        if user.get("token"):
-            self.session.headers["Authorization"] = f"Bearer {user['token']}"
-        cert = self._file(user, "client-certificate", kubeconfig.parent)
-        if cert:
-            self.session.cert = (cert, self._file(user, "client-key", kubeconfig.parent))
+        from kubernetes import config
+
+        client = KubeClient(str(kubeconfig))
+        self.base, self.session = client.server, client.session
+        self.default_namespace = config.list_kube_config_contexts(str(kubeconfig))[1]["context"].get(
+            "namespace", "default")
         self._resources: dict[tuple[str, str], tuple[str, bool]] = {}
         self._prepared: set[tuple[str, str, str]] = set()
         self._created: list[dict[str, Any]] = []
-
-    def _file(self, section: dict[str, Any], key: str, here: Path) -> str | None:
-        if section.get(f"{key}-data"):
-            path = Path(self._files.name) / key
-            path.write_bytes(base64.b64decode(section[f"{key}-data"]))
-            return str(path)
-        return str(here / section[key]) if section.get(key) else None
 
     def close(self) -> None:
         """Deletes what `create` made, last first, and waits until it is gone: a later test may create objects of
@@ -112,7 +90,6 @@ class ApiServer:
                     time.sleep(1)
         finally:
             self.session.close()
-            self._files.cleanup()
 
     def ready(self) -> str | None:
         """None if the server answers ready, else why not."""
@@ -199,19 +176,6 @@ class ApiServer:
                 else:
                     self.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                  "metadata": {"name": name}, "value": 1000})
-
-
-class _Trusting(requests.adapters.HTTPAdapter):
-    """Trusts a cluster's own certificate authority as kubectl does: the API server's self-signed certificates
-    (kube-apiserver --cert-dir) lack extensions that urllib3's strict X.509 verification asks of a CA."""
-
-    def __init__(self, authority: str):
-        self.context = ssl.create_default_context(cafile=authority)
-        self.context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-        super().__init__()
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs, ssl_context=self.context)
 
 
 def _json(response: requests.Response) -> dict[str, Any]:

@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 900
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+def run(args: list[str], cwd: Path, env: dict[str, str], check: bool = True, stdin: str | None = None,
+        ) -> subprocess.CompletedProcess:
+    done = subprocess.run(args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=TIMEOUT)
     if check and done.returncode != 0:
         pytest.fail(f"{' '.join(args)} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
     return done
@@ -89,14 +90,30 @@ def objects_left(env: dict[str, str], namespaces: list[str], kinds: str = OBJECT
 
 @contextmanager
 def platform_objects(env: dict[str, str], manifest: str) -> Iterator[None]:
-    """Objects a stack expects of the cluster's platform, there while the test runs, deleted after it."""
-    subprocess.run(["kubectl", "apply", "-f", "-"], input=manifest, env=env, check=True, capture_output=True,
-                   text=True)
+    """Objects a stack expects of the cluster's platform, there while the test runs. What the cluster has already
+    (the controllers cluster's Kueue fixtures, which later tests use too) is left as it is; what the test creates
+    is deleted after it."""
+    created = []
     try:
+        for item in filter(None, yaml.safe_load_all(manifest)):
+            made = subprocess.run(["kubectl", "create", "-f", "-"], input=json.dumps(item), env=env,
+                                  capture_output=True, text=True)
+            if made.returncode == 0:
+                created.append(item)
+            elif "(AlreadyExists)" not in made.stderr:
+                pytest.fail(f"cannot create {item['kind']} {item['metadata']['name']}: {made.stderr}")
         yield
     finally:
-        subprocess.run(["kubectl", "delete", "--wait", "--timeout=300s", "-f", "-"], input=manifest, env=env,
-                       capture_output=True, text=True)
+        if created:
+            subprocess.run(["kubectl", "delete", "--wait", "--timeout=300s", "-f", "-"], env=env,
+                           input=json.dumps({"apiVersion": "v1", "kind": "List", "items": created[::-1]}),
+                           capture_output=True, text=True)
+
+
+def present(env: dict[str, str], manifest: str) -> list[str]:
+    """Those of the manifest's objects the cluster has, as `kubectl get -o name` names them."""
+    return run(["kubectl", "get", "-f", "-", "--ignore-not-found", "-o", "name"], REPO, env,
+               stdin=manifest).stdout.split()
 
 
 @pytest.fixture
@@ -259,51 +276,13 @@ def test_hpc_stack_with_secret_mpi_key_preview_up_no_changes_destroy(pulumi_env,
     assert objects_left_after_deletion(pulumi_env, ["default"], OBJECT_KINDS) == []
 
 
-# What Pulumi.kueue.yaml's jobs expect of a Kueue cluster: namespace ml, its LocalQueue team-llm, the ClusterQueue
-# behind it over a GPU ResourceFlavor with a rack and block Topology, and WorkloadPriorityClass research. Stored as
-# plain objects: Kueue's controller does not run here, so nothing is suspended or admitted.
-KUEUE_PLATFORM = """
-apiVersion: v1
-kind: Namespace
-metadata: {name: ml}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Topology
-metadata: {name: gpu-topology}
-spec:
-  levels: [{nodeLabel: example.com/block}, {nodeLabel: example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
-spec:
-  nodeLabels: {nvidia.com/gpu.product: H100-SXM}
-  topologyName: gpu-topology
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: llm}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu, memory, nvidia.com/gpu]
-      flavors:
-        - name: h100
-          resources:
-            - {name: cpu, nominalQuota: 384}
-            - {name: memory, nominalQuota: 4Ti}
-            - {name: nvidia.com/gpu, nominalQuota: 32}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: team-llm, namespace: ml}
-spec: {clusterQueue: llm}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: research}
-value: 1000
-"""
+def kueue_fixtures(env: dict[str, str]) -> str:
+    """What Pulumi.kueue.yaml's jobs expect of a Kueue cluster: the controllers cluster's Kueue fixtures (namespace ml,
+    its LocalQueue team-llm, the ClusterQueue behind it over the GPU ResourceFlavor h100 with its Topology, the
+    WorkloadPriorityClasses), as `scripts/engine/cluster.sh kueue-fixtures` prints them. There, Kueue admits the
+    jobs; on a cluster without Kueue's controller they are plain objects, and nothing is suspended or admitted."""
+    return run([str(REPO / "scripts" / "engine" / "cluster.sh"), "kueue-fixtures"], REPO, env).stdout
+
 
 # What Pulumi.volcano.yaml's jobs expect of a Volcano cluster: namespace ml, Volcano Queue team-llm, and the
 # PriorityClass research its PodGroups name. The cluster's kube-scheduler places pods of schedulerName volcano.
@@ -328,12 +307,12 @@ QUEUED_JOBS = ["finetune-dataset-initializer-0", "finetune-model-initializer-0",
 
 
 @pytest.mark.parametrize("stack, platform, created_kinds, left_kinds", [
-    ("kueue", KUEUE_PLATFORM, {
+    ("kueue", kueue_fixtures, {
         "kubernetes:batch/v1:Job": QUEUED_JOBS,
         "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet": ["allreduce"],
         "kubernetes:core/v1:PersistentVolumeClaim": ["finetune-initializer"],
     }, OBJECT_KINDS + ",jobsets.jobset.x-k8s.io"),
-    ("volcano", VOLCANO_PLATFORM, {
+    ("volcano", lambda env: VOLCANO_PLATFORM, {
         "kubernetes:batch/v1:Job": sorted(QUEUED_JOBS + ["allreduce-launcher-0", "allreduce-node-0"]),
         "kubernetes:scheduling.volcano.sh/v1beta1:PodGroup": ["allreduce", "finetune", "pretrain"],
         "kubernetes:core/v1:PersistentVolumeClaim": ["finetune-initializer"],
@@ -356,10 +335,13 @@ def test_queued_stack_preview_up_no_changes_destroy(stack, platform, created_kin
         run(["kubectl", "wait", "--for=condition=Complete", "--timeout=300s", "job/finetune-node-0", "-n", "ml"],
             REPO, pulumi_env)
 
-    with platform_objects(cluster_env, platform):
+    manifest = platform(cluster_env)
+    cluster_had = present(cluster_env, manifest)
+    with platform_objects(cluster_env, manifest):
         created, _ = preview_up_no_changes_destroy(work, pulumi_env, after_up)
         assert {kind: sorted(name for k, name in created if k == kind) for kind in created_kinds} == created_kinds
         assert objects_left_after_deletion(pulumi_env, ["ml"], left_kinds) == []
+    assert present(cluster_env, manifest) == cluster_had
 
 
 # The stack that builds images, as far as the platform stack sees it; a program without config, as many are.

@@ -3,7 +3,8 @@ it on a real cluster)."""
 
 import pytest
 
-from trainjobs.localrun.agent import ApiError, node_agent
+from trainjobs.kube.client import ApiError
+from trainjobs.localrun.agent import node_agent
 from trainjobs.localrun.plan import PlanError
 
 

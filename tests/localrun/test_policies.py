@@ -7,7 +7,7 @@ from trainjobs.localrun.jobs import JobRun
 from trainjobs.backends.jobset import REPLICATED_JOB
 from trainjobs.localrun.jobsets import Disruption, JobSetRun
 from trainjobs.localrun.plan import JobSpec
-from trainjobs.localrun.policies import PodVerdict, jobset_rule, pod_verdict
+from trainjobs.kube.policies import PodVerdict, jobset_rule, pod_verdict
 
 # What the job derives for a failure policy with fatal exit code 42: disruptions ignored, 42 fails the Job.
 RULES = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},

@@ -31,6 +31,7 @@ from trainjobs.core.errors import IssueCollector
 from trainjobs.core.podsets import COMPLETE, READY, PodSetSpec, Workload
 from trainjobs.kube.manifests import LABEL_ROLE, SKIP_AWAIT, TIMEOUT_SECONDS, WAIT_FOR, metadata
 from trainjobs.kube.naming import MAX_DNS_LABEL
+from trainjobs.kube.policies import POD_FAILURE_POLICY
 from . import Assembly, PodSet, jobs, register
 from .copies import (EXCLUSIVE_TOPOLOGY, JOB, METADATA_ANNOTATIONS, METADATA_LABELS, POD, TEMPLATE_ANNOTATIONS,
                      TEMPLATE_LABELS, copied, reaches)
@@ -46,8 +47,6 @@ COMPLETED = "condition=Completed"
 # The failure-policy rule a fatal exit code fires. The JobSet webhook takes rule names of letters, digits,
 # "_", "," and ":" only (no "-"): docs/backends.md.
 FATAL_RULE = "fatal_exit_code"
-# The Job condition reason Kubernetes sets when a podFailurePolicy FailJob rule fails a Job.
-POD_FAILURE_POLICY = "PodFailurePolicy"
 # Annotations that tell Pulumi how to await an object: the Jobs' leave them to the JobSet, which is awaited
 # in its own way.
 _AWAIT_ANNOTATIONS = (WAIT_FOR, TIMEOUT_SECONDS)

@@ -17,6 +17,7 @@ run-local's emulation of them. `--disrupt HOSTNAME@WHEN` preempts a pod as the k
 """
 
 import datetime
+import ipaddress
 import json
 import re
 import secrets
@@ -34,15 +35,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import requests
-import requests.adapters
 
 from trainjobs.backends import PodSet
+from trainjobs.kube.client import ApiError, KubeClient
+from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.tools.podview import ObjectIndex, PodFacts
 from .jobs import Console, Echo, PodRun
 from .jobsets import Disruption
-from .network import Network, hosts_file, pick_subnet, sweep_stale
-from .plan import PlanError, PodSlot, VolumeSpec, build_pod
-from .policies import DISRUPTION_TARGET
+from .network import ETC_NETNS, Network, hosts_file, pick_subnet, sweep_stale
+from .plan import PlanError, PodSlot, VolumeSpec, build_pod, unpublished
 from .pods import Holders, Sandbox, SandboxError
 
 TICK = 0.25
@@ -50,11 +52,10 @@ LEASE_SECONDS = 40
 RENEW_EVERY = 10.0
 NODE_STATUS_EVERY = 60.0
 NODE_IP = "127.0.0.1"
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # As the cluster's fake Nodes offer (scripts/engine/cluster.sh): rendered pods that ask for GPUs schedule too.
 CAPACITY = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8", "ephemeral-storage": "1Ti"}
 NODE_LABEL = "trainjobs.dev/node-agent"
-PREEMPTED = "Preempting"   # the kubelet's pod status reason when it preempts a pod
+PREEMPTED_POD_REASON = "Preempting"   # the kubelet's pod status reason when it preempts a pod
 PREEMPTED_CONDITION_REASON = "TerminationByKubelet"
 
 
@@ -65,66 +66,6 @@ def _wall(monotonic: float) -> str:
     """A time.monotonic() instant as the API's RFC 3339 time."""
     at = _EPOCH + monotonic
     return datetime.datetime.fromtimestamp(at, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class ApiError(RuntimeError):
-    pass
-
-
-class Kube:
-    """The API server, as the kubeconfig reaches it (the `kubernetes` package reads it: certificates, tokens,
-    exec plugins); requests and answers are plain JSON, as manifests are."""
-
-    def __init__(self, kubeconfig: str | None):
-        try:
-            from kubernetes import client, config
-        except ModuleNotFoundError:
-            raise ApiError("the node agent reads the kubeconfig with the Kubernetes client, which is not installed: "
-                           "pip install 'trainjobs[cluster]'") from None
-        configuration = client.Configuration()
-        try:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        except Exception as exc:  # the package raises several kinds for a missing or broken file
-            raise ApiError(f"--kubeconfig {kubeconfig or '(default)'}: {exc}") from None
-        self.server = configuration.host.rstrip("/")
-        self.session = requests.Session()
-        if not configuration.verify_ssl:
-            self.session.verify = False
-        elif configuration.ssl_ca_cert:
-            self.session.mount(self.server, _Trusting(configuration.ssl_ca_cert))
-        if configuration.cert_file:
-            self.session.cert = (configuration.cert_file, configuration.key_file)
-        token = (configuration.api_key or {}).get("authorization") or (configuration.api_key or {}).get("BearerToken")
-        if token:
-            self.session.headers["Authorization"] = token if " " in token else f"Bearer {token}"
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
-             ok: tuple[int, ...] = (200, 201), **params: Any) -> dict[str, Any] | None:
-        """The answer's JSON; None when it is 404 and 404 is `ok`."""
-        response = self.session.request(method, self.server + path, params=params or None,
-                                        data=None if body is None else json.dumps(body),
-                                        headers={"Content-Type": content_type}, timeout=30)
-        if response.status_code == 404 and 404 in ok:
-            return None
-        if response.status_code not in ok:
-            raise ApiError(f"{method} {path}: {response.status_code} {response.text[:300]}")
-        return response.json()
-
-    def patch(self, path: str, body: dict[str, Any], ok: tuple[int, ...] = (200,)) -> dict[str, Any] | None:
-        return self.call("PATCH", path, body, "application/strategic-merge-patch+json", ok=ok)
-
-
-class _Trusting(requests.adapters.HTTPAdapter):
-    """Trusts the cluster's own certificate authority as kubectl does: an API server's self-signed certificates
-    (kube-apiserver --cert-dir) lack extensions that strict X.509 verification asks of a CA."""
-
-    def __init__(self, authority: str):
-        self.context = ssl.create_default_context(cafile=authority)
-        self.context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-        super().__init__()
-
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs, ssl_context=self.context)
 
 
 @dataclass
@@ -155,7 +96,7 @@ class AgentPod:
 
 @dataclass
 class NodeAgent:
-    kube: Kube
+    kube: KubeClient
     nodes: list[str]
     run_dir: Path
     write: Callable[[str], None]
@@ -265,7 +206,7 @@ class NodeAgent:
                                {"gracePeriodSeconds": 0}, ok=(200, 202, 404))
             return None
         annotations = meta.get("annotations") or {}
-        index = annotations.get(COMPLETION_INDEX)
+        index = annotations.get(COMPLETION_INDEX_ANNOTATION)
         hostname = spec.get("hostname") or meta["name"]
         slot = PodSlot(job=(meta.get("labels") or {}).get("job-name", meta["name"]), index=int(index or 0),
                        hostname=hostname, namespace=meta["namespace"], subdomain=spec.get("subdomain"),
@@ -486,7 +427,7 @@ class NodeAgent:
             conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTED_CONDITION_REASON,
                                "message": "Pod was preempted by the node agent (trainjobs node-agent --disrupt)"})
             if finished:
-                status.update(reason=PREEMPTED, message="Pod was preempted by the node agent")
+                status.update(reason=PREEMPTED_POD_REASON, message="Pod was preempted by the node agent")
         if pod.error:
             status["message"] = pod.error
         status["conditions"] = conditions
@@ -517,14 +458,9 @@ class NodeAgent:
     # -- names ------------------------------------------------------------------------------
 
     def _publish(self, pod: AgentPod, objects: list[dict[str, Any]]) -> None:
-        """Whether a headless Service named like the pod's subdomain selects it: then it has DNS names."""
-        slot = pod.slot
-        service = next((o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == slot.subdomain
-                        and o["metadata"]["namespace"] == slot.namespace), None)
-        selector = ((service or {}).get("spec") or {}).get("selector") or {}
-        slot.published = bool(slot.subdomain and slot.indexed and service is not None
-                              and service["spec"].get("clusterIP") == "None" and selector
-                              and all(slot.labels.get(k) == v for k, v in selector.items()))
+        """Whether the pod has DNS names, as run-local decides it (`plan.unpublished`)."""
+        services = [o for o in objects if o["kind"] == "Service"]
+        pod.slot.published = bool(pod.slot.subdomain) and unpublished(pod.slot, services) is None
 
     def _live_slots(self) -> list[PodSlot]:
         return [p.slot for p in self.pods.values() if p.run is not None and not p.gone and p.slot.ip]
@@ -534,8 +470,6 @@ class NodeAgent:
 
     def _write_hosts(self) -> None:
         """Each running pod's hosts file with the pods that have addresses now, as the cluster DNS answers."""
-        from .network import ETC_NETNS
-
         for pod in self.pods.values():
             if pod.run is None or pod.gone:
                 continue
@@ -700,7 +634,7 @@ def _self_signed(directory: Path) -> tuple[str, str]:
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address(NODE_IP))]),
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(NODE_IP))]),
                            critical=False)
             .sign(key, hashes.SHA256()))
     cert_path, key_path = directory / "kubelet.crt", directory / "kubelet.key"
@@ -721,7 +655,7 @@ def node_agent(kubeconfig: str | None, nodes: int = 1, node_prefix: str = "run-l
         raise PlanError(str(exc)) from None
     if nodes < 1:
         raise PlanError(f"--nodes {nodes}: give at least 1")
-    kube = Kube(kubeconfig)
+    kube = KubeClient(kubeconfig)
     root = Path(run_root) if run_root else Path(tempfile.gettempdir())
     if write is None:
         def write(line: str) -> None:

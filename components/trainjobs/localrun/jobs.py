@@ -10,7 +10,7 @@ As the Job controller, for each selected Job:
   pod stops the rest. A failed Job's stopped pods count as failed pods too, as the controller that
   deletes them counts them in `status.failed`;
 - `activeDeadlineSeconds` fails the Job (DeadlineExceeded) and stops its pods;
-- `podFailurePolicy` decides first, by the first matching rule (`policies.py`): FailJob fails the Job
+- `podFailurePolicy` decides first, by the first matching rule (`trainjobs.kube.policies`): FailJob fails the Job
   at once (PodFailurePolicy), Ignore replaces the pod without counting it (a disruption, by default),
   FailIndex fails the index; with `backoffLimitPerIndex` failures count per index, and
   `maxFailedIndexes` bounds how many may fail. A replacement starts once the failed pod is gone.
@@ -23,9 +23,9 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from trainjobs.kube.policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES,
+                                     MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, pod_verdict)
 from .plan import JobSpec, PodSpec
-from .policies import (BACKOFF_LIMIT_EXCEEDED, DEADLINE_EXCEEDED, DISRUPTION_TARGET, FAILED_INDEXES,
-                       MAX_FAILED_INDEXES_EXCEEDED, POD_FAILURE_POLICY, pod_verdict)
 from .pods import ContainerRun, Sandbox
 
 

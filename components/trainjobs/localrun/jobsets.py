@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainjobs.backends.jobset import API_VERSION, KIND, REPLICATED_JOB
-from .policies import jobset_rule
+from trainjobs.kube.policies import jobset_rule
 
 if TYPE_CHECKING:
     from .jobs import JobRun, PodRun

@@ -15,13 +15,13 @@ from typing import Any
 
 from trainjobs.kube.manifests import MAIN_CONTAINER
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.observe.local import STATE_FILE
 from .jobs import JobRun, PodRun
 from .jobsets import JobSetRun
-from .policies import DISRUPTION_TARGET
 
 # What a pod evicted by `--disrupt` says in its DisruptionTarget condition: a preemption's reason.
-PREEMPTED = "PreemptionByScheduler"
+PREEMPTION_REASON = "PreemptionByScheduler"
 
 
 def _stamp(monotonic: float | None, offset: float) -> str | None:
@@ -44,7 +44,7 @@ def _pod(pod: PodRun, job: JobRun, namespace: str, node: str, offset: float) -> 
         state = {"running": {}} if pod.phase == "Running" else {"waiting": {"reason": "PodInitializing"}}
     conditions = []
     if DISRUPTION_TARGET in pod.conditions:
-        conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTED,
+        conditions.append({"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_REASON,
                            "message": pod.reason.removeprefix(f"{DISRUPTION_TARGET}: ")})
     annotations = {COMPLETION_INDEX_ANNOTATION: str(slot.index)} if slot.indexed else {}
     return {"apiVersion": "v1", "kind": "Pod",

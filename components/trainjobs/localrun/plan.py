@@ -381,25 +381,30 @@ def _publish(jobs: list[JobSpec], index: ObjectIndex) -> list[str]:
         for slot in job.slots:
             if not slot.subdomain:
                 continue
-            service = next((s for s in services if s["metadata"]["name"] == slot.subdomain
-                            and s["metadata"].get("namespace", "default") == slot.namespace), None)
-            why = None
-            if not slot.indexed:
-                why = "only pods with a hostname (Indexed Jobs) get per-pod DNS names"
-            elif service is None:
-                why = f'there is no Service "{slot.subdomain}" in namespace {slot.namespace}'
-            elif service.get("spec", {}).get("clusterIP") != "None":
-                why = f'Service "{slot.subdomain}" is not headless (clusterIP: None)'
-            else:
-                selector = service["spec"].get("selector") or {}
-                if not selector or any(slot.labels.get(k) != v for k, v in selector.items()):
-                    why = f'Service "{slot.subdomain}" does not select the pod (selector {selector})'
+            why = unpublished(slot, services)
             if why:
                 if slot.index == 0:
                     warnings.append(f"pods of Job {job.name} get no DNS name {slot.hostname}.{slot.subdomain}: {why}")
             else:
                 slot.published = True
     return warnings
+
+
+def unpublished(slot: PodSlot, services: list[dict[str, Any]]) -> str | None:
+    """Why the cluster DNS gives the pod of `slot` (which has a subdomain) no name, or None when it does: a headless
+    Service named like its subdomain, in its namespace, selects it, and it has a hostname."""
+    service = next((s for s in services if s["metadata"]["name"] == slot.subdomain
+                    and s["metadata"].get("namespace", "default") == slot.namespace), None)
+    if not slot.indexed:
+        return "only pods with a hostname (Indexed Jobs) get per-pod DNS names"
+    if service is None:
+        return f'there is no Service "{slot.subdomain}" in namespace {slot.namespace}'
+    if service.get("spec", {}).get("clusterIP") != "None":
+        return f'Service "{slot.subdomain}" is not headless (clusterIP: None)'
+    selector = service["spec"].get("selector") or {}
+    if not selector or any(slot.labels.get(k) != v for k, v in selector.items()):
+        return f'Service "{slot.subdomain}" does not select the pod (selector {selector})'
+    return None
 
 
 def base_env(hostname: str) -> dict[str, str]:

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Mapping
 
 from trainjobs.kube.manifests import LABEL_JOB, LABEL_ROLE, MAIN_CONTAINER, MIN_PODS
 from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.policies import DISRUPTION_TARGET, pod_verdict
 from trainjobs.scheduling.kueue import PREFERRED_TOPOLOGY, QUEUE_LABEL, REQUIRED_TOPOLOGY, SLICE_TOPOLOGY
 
-DISRUPTION_TARGET = "DisruptionTarget"
 _EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
 # A pod the Job controller deleted because its Job failed or was suspended stops with SIGKILL's 128 + 9.
 KILLED = 137
@@ -164,6 +164,15 @@ def _condition(obj: Mapping, kind: str) -> Mapping | None:
                  if c.get("type") == kind and c.get("status") == "True"), None)
 
 
+def _state(obj: Mapping, kinds: Iterable[str]) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the first of these condition types the object has with status True, or None."""
+    for kind in kinds:
+        found = _condition(obj, kind)
+        if found:
+            return kind, found.get("reason", ""), found.get("message", "")
+    return None
+
+
 def parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
@@ -212,6 +221,11 @@ def _owned_by(pod: Mapping, job: Mapping) -> bool:
     return (_labels(pod).get("job-name") or _labels(pod).get("batch.kubernetes.io/job-name")) == _meta(job)["name"]
 
 
+# A Workload's conditions (Kueue v1beta2), the most telling first, and the state each says.
+WORKLOAD_STATES = {"Finished": "finished", "Preempted": "preempted", "Evicted": "evicted", "Admitted": "admitted",
+                   "QuotaReserved": "quota reserved"}
+
+
 def _workload(workload: Mapping) -> Admission:
     """Kueue's Workload (v1beta2) by its conditions, the most telling first."""
     status = workload.get("status") or {}
@@ -221,12 +235,10 @@ def _workload(workload: Mapping) -> Admission:
     requeues = int((status.get("requeueState") or {}).get("count") or 0)
     cluster = status.get("clusterName") or ""
     name = _meta(workload).get("name", "")
-    for kind, state in (("Finished", "finished"), ("Preempted", "preempted"), ("Evicted", "evicted"),
-                        ("Admitted", "admitted"), ("QuotaReserved", "quota reserved")):
-        found = _condition(workload, kind)
-        if found:
-            return Admission("Workload", name, state, found.get("reason", ""), found.get("message", ""), queue, requeues,
-                             cluster)
+    found = _state(workload, WORKLOAD_STATES)
+    if found:
+        kind, reason, message = found
+        return Admission("Workload", name, WORKLOAD_STATES[kind], reason, message, queue, requeues, cluster)
     if spec.get("active") is False:
         return Admission("Workload", name, "inactive", "", "spec.active is false", queue, requeues, cluster)
     pending = next((c for c in status.get("conditions") or [] if c.get("type") == "QuotaReserved"), {})
@@ -246,20 +258,28 @@ def _main_status(pod: Mapping) -> Mapping:
     return next((s for s in statuses if s.get("name") == MAIN_CONTAINER), statuses[0] if statuses else {})
 
 
-def _fatal_codes(job: Mapping) -> set[int]:
-    """The main container's exit codes on which the Job's pod failure policy fails the Job."""
+def _terminated(container_status: Mapping) -> Mapping:
+    return ((container_status.get("state") or {}).get("terminated")
+            or (container_status.get("lastState") or {}).get("terminated") or {})
+
+
+def _fails_job(pod: Mapping, job: Mapping) -> bool:
+    """Whether the Job's pod failure policy fails the Job on this failed pod, as the Job controller evaluates it."""
     rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
-    return {code for r in rules if r.get("action") == "FailJob" and (r.get("onExitCodes") or {}).get("operator") == "In"
-            and (r["onExitCodes"].get("containerName") in (None, MAIN_CONTAINER))
-            for code in r["onExitCodes"].get("values") or []}
+    status = pod.get("status") or {}
+    codes = {s.get("name", ""): _terminated(s)["exitCode"]
+             for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+             if _terminated(s).get("exitCode") is not None}
+    conditions = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    verdict = pod_verdict(rules, f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}", codes, conditions)
+    return verdict is not None and verdict.action == "FailJob"
 
 
 def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, jobs: list[dict]) -> PodStatus:
     meta, spec, status = _meta(pod), pod.get("spec") or {}, pod.get("status") or {}
     index_text = (meta.get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION)
     index = int(index_text) if index_text and index_text.isdigit() else None
-    main = _main_status(pod)
-    terminated = (main.get("state") or {}).get("terminated") or (main.get("lastState") or {}).get("terminated") or {}
+    terminated = _terminated(_main_status(pod))
     exit_code = terminated.get("exitCode")
     reason = status.get("reason") or terminated.get("reason", "")
     message = status.get("message") or terminated.get("message", "")
@@ -268,7 +288,7 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
         reason = f"preempted ({disrupted.get('reason', '')})" if disrupted.get("reason") else "preempted"
         message = disrupted.get("message", "") or message
     job = next((j for j in jobs if _owned_by(pod, j)), {})
-    if exit_code is not None and exit_code in _fatal_codes(job) and status.get("phase") == "Failed":
+    if exit_code is not None and status.get("phase") == "Failed" and _fails_job(pod, job):
         reason = f"{reason}: fatal exit code" if reason else "fatal exit code"
     created = parse_time(meta.get("creationTimestamp"))
     node = spec.get("nodeName", "")
@@ -284,17 +304,9 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
 
 def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:
     spec, status = job.get("spec") or {}, job.get("status") or {}
-    state, reason, message = "Pending", "", ""
-    for kind in ("Failed", "Complete", "Suspended"):
-        found = _condition(job, kind)
-        if found:
-            state, reason, message = kind, found.get("reason", ""), found.get("message", "")
-            break
-    else:
-        if spec.get("suspend"):
-            state = "Suspended"
-        elif any(p.phase == "Running" for p in pods):
-            state = "Running"
+    running = "Running" if any(p.phase == "Running" for p in pods) else "Pending"
+    state, reason, message = _state(job, ("Failed", "Complete", "Suspended")) or (
+        "Suspended" if spec.get("suspend") else running, "", "")
     phases: dict[str, int] = {}
     for pod in sorted(pods, key=lambda p: p.phase):
         phases[pod.phase] = phases.get(pod.phase, 0) + 1
@@ -311,12 +323,7 @@ def _role(job: Mapping, pods: list[PodStatus]) -> RoleStatus:
 
 def _jobset(jobset: Mapping) -> JobSetStatus:
     status = jobset.get("status") or {}
-    state, reason, message = "Running", "", ""
-    for kind in ("Failed", "Completed", "Suspended"):
-        found = _condition(jobset, kind)
-        if found:
-            state, reason, message = kind, found.get("reason", ""), found.get("message", "")
-            break
+    state, reason, message = _state(jobset, ("Failed", "Completed", "Suspended")) or ("Running", "", "")
     return JobSetStatus(_meta(jobset)["name"], state, reason, message, int(status.get("restarts") or 0),
                         int(((jobset.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts") or 0))
 

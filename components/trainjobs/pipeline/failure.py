@@ -19,11 +19,12 @@ from typing import Any
 from trainjobs.core.args import FailurePolicy, TrainJobArgs
 from trainjobs.core.errors import IssueCollector
 from trainjobs.core.podsets import PodSetSpec
+from trainjobs.kube.policies import DISRUPTION_TARGET
 
 __all__ = ["apply_failure_policy", "check_failure_policy", "policy_of"]
 
 DEFAULT_POLICY = FailurePolicy()
-DISRUPTION = {"type": "DisruptionTarget", "status": "True"}
+DISRUPTION = {"type": DISRUPTION_TARGET, "status": "True"}
 
 
 def policy_of(args: TrainJobArgs) -> FailurePolicy:

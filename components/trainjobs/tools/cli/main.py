@@ -96,13 +96,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run_local(args: argparse.Namespace) -> int:
-    from trainjobs import localrun  # imported here: only this command needs it
+def _host_refused() -> bool:
+    """Whether this machine cannot run pods (run-local's and the node agent's), each reason printed."""
+    from trainjobs import localrun  # imported here: only the commands that run pods need it
 
     problems = localrun.host_problems()
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return bool(problems)
+
+
+def cmd_run_local(args: argparse.Namespace) -> int:
+    from trainjobs import localrun
+
+    if _host_refused():
         return localrun.EXIT_USAGE
     result = _run(args, preview=False)
     objects = render.kubernetes_objects(result, redact=False)
@@ -118,13 +125,11 @@ def cmd_run_local(args: argparse.Namespace) -> int:
 
 
 def cmd_node_agent(args: argparse.Namespace) -> int:
-    from trainjobs import localrun  # imported here: only run-local's commands need it
-    from trainjobs.localrun.agent import ApiError, node_agent
+    from trainjobs import localrun
+    from trainjobs.kube.client import ApiError
+    from trainjobs.localrun.agent import node_agent
 
-    problems = localrun.host_problems()
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+    if _host_refused():
         return localrun.EXIT_USAGE
     try:
         return node_agent(args.kubeconfig, nodes=args.nodes, node_prefix=args.node_prefix, run_root=args.run_dir,
@@ -192,6 +197,12 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value (YAML value); repeatable")
 
+    def echo_options(p: argparse.ArgumentParser) -> None:
+        """How much of the pods' output the commands that run them echo."""
+        p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
+        p.add_argument("--verbose", action="store_true",
+                       help="echo every line, with sshd's connection messages and known harmless messages")
+
     def program_command(name: str, help_: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_)
         p.add_argument("program", help="Pulumi program file, e.g. stacks/__main__.py")
@@ -226,9 +237,7 @@ def parser() -> argparse.ArgumentParser:
                    help="set this running Indexed Job's parallelism and completions to N, as scaling an elastic "
                         "Job does, WHEN seconds after it starts or once one of its pods prints TEXT "
                         "(JOB=N@output:TEXT); a Job's resizes apply in the order given; repeatable")
-    p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
-    p.add_argument("--verbose", action="store_true",
-                   help="echo every line, with sshd's connection messages and known harmless messages")
+    echo_options(p)
     p.set_defaults(func=cmd_run_local)
     p = sub.add_parser("node-agent", help="be the kubelet of Nodes in a real cluster: run the pods bound to them on "
                                           "this machine as run-local runs them, until stopped (needs root)")
@@ -244,9 +253,7 @@ def parser() -> argparse.ArgumentParser:
                    help="preempt the pod with this hostname as the kubelet does (condition DisruptionTarget, "
                         "reason TerminationByKubelet), WHEN seconds after its containers start, or once it prints "
                         "TEXT (POD@output:TEXT); repeatable")
-    p.add_argument("--quiet", action="store_true", help="do not echo the containers' output (logs are kept)")
-    p.add_argument("--verbose", action="store_true",
-                   help="echo every line, with sshd's connection messages and known harmless messages")
+    echo_options(p)
     p.set_defaults(func=cmd_node_agent)
     p = sub.add_parser("import", help="print the component call equivalent to a Kubeflow TrainJob (with its "
                                       "runtime), a training-operator v1 PyTorchJob, MPIJob, XGBoostJob or JAXJob, an "

@@ -1,16 +1,17 @@
 """Failure policies as Kubernetes' controllers apply them: a Job's podFailurePolicy, and a JobSet's
 failurePolicy rules. Pure: verdicts from a failed pod's exit codes and conditions, or from a failed
-Job's reason; nothing here runs a pod.
+Job's reason; nothing here runs a pod. run-local's Job controller acts on them, and `trainjobs status` says
+which pod failed its Job by them.
 """
 
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from trainjobs.backends.jobset import POD_FAILURE_POLICY
-
+# The pod condition of a pod stopped from outside (preempted, evicted, its node drained).
 DISRUPTION_TARGET = "DisruptionTarget"
 # A Job's failure reasons (its Failed condition), as a JobSet failure policy rule matches them.
+POD_FAILURE_POLICY = "PodFailurePolicy"   # a podFailurePolicy FailJob rule failed it
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 FAILED_INDEXES = "FailedIndexes"
