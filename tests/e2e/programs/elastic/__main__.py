@@ -4,7 +4,8 @@ Kueue as an elastic Job (workload slices), training `train.py` with a checkpoint
 
 `phases` are the node counts the training expects to pass through, in order (e.g. "2,3,4,2"), and
 `steps_per_phase` how many steps it trains at each before it says the phase is done; it completes
-after the last one (train.py).
+after the last one (train.py). `elastic_admission` and `queue` are the job's own arguments, `pod_cpus` the CPUs
+each pod requests (what a ClusterQueue's quota counts).
 """
 
 from pathlib import Path
@@ -27,8 +28,9 @@ TorchTrainJob(name, {
     "num_proc_per_node": 1,
     "rendezvous": "c10d",
     "gang_scheduler": "kueue",
-    "queue": "default",
-    "elastic_admission": "slices",
+    "queue": config.get("queue") or "default",
+    "elastic_admission": config.get("elastic_admission") or "slices",
+    **({"resources_per_node": {"requests": {"cpu": config.get("pod_cpus")}}} if config.get("pod_cpus") else {}),
     "command": ["torchrun", "/opt/e2e/train.py"],
     "env": {
         "OMP_NUM_THREADS": "1",
