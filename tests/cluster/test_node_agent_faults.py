@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from test_node_agent import (PROGRAMS, WAIT, agent, deploy, emulated, kubectl, reports, runnable)  # noqa: F401 (fixtures)
+from test_node_agent import (PROGRAMS, WAIT, agent, deploy, emulated, finished, kubectl,  # noqa: F401 (fixtures)
+                             reports, runnable)
 from pulumi_cli import REPO, kubectl_json
 
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
@@ -25,7 +26,8 @@ RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 def controllers(cluster_env) -> None:
     running = set(cluster_env.get("TRAINJOBS_CLUSTER_CONTROLLERS", "").split(","))
     if not {"jobset", "kueue"} <= running:
-        pytest.skip("the cluster runs neither JobSet's nor Kueue's controller: start it with `make cluster-controllers`")
+        pytest.skip("the cluster does not run both JobSet's and Kueue's controllers: start it with "
+                    "`make cluster-controllers`")
 
 
 class PodWatch:
@@ -176,7 +178,7 @@ def run_local(tmp_path: Path, config: dict[str, str], *args: str) -> subprocess.
     return subprocess.run(
         [sys.executable, "-m", "trainjobs.tools.cli", "run-local", str(PROGRAMS / "elastic" / "__main__.py"),
          "--stack", "grow", *(a for k, v in config.items() for a in ("--config", f"{k}={v}")), *args,
-         "--run-dir", str(tmp_path / "run-local")],
+         "--run-dir", str(tmp_path / "run-local"), "--timeout", "300"],
         env={**os.environ, "PYTHONPATH": str(REPO / "components")}, capture_output=True, text=True, timeout=WAIT)
 
 
@@ -213,12 +215,10 @@ def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job
         export = json.loads(project.pulumi("stack", "export").stdout)
         (urn,) = [r["urn"] for r in export["deployment"]["resources"] if r["type"] == "kubernetes:batch/v1:Job"]
         project.pulumi("up", "--yes", "--skip-preview", "--replace", urn)
-        second, count = until(lambda: (lambda found: found[0]["metadata"]["uid"] != first["metadata"]["uid"] and found)(
-            admitted(cluster_env, "ela-node-0")), "the new Job admitted")
+        second, count = admitted(cluster_env, "ela-node-0")   # `up` returns once the new Job exists
+        assert second["metadata"]["uid"] != first["metadata"]["uid"]
         assert count == 4 and (second["spec"]["parallelism"], second["spec"]["completions"]) == (4, 4)
-        done = until(lambda: (lambda j: j if {c["type"] for c in j["status"].get("conditions", [])
-                                              if c["status"] == "True"} & {"Complete", "Failed"} else None)(
-            kubectl_json(cluster_env, "get", "job", "ela-node-0")), "the new Job finishes")
+        done = finished(cluster_env, "ela-node-0")
         assert done["metadata"]["uid"] == second["metadata"]["uid"]
         assert done["status"]["succeeded"] == 4 and not done["status"].get("failed"), (done["status"], running.text())
         rounds = printed(cluster_env, second, "E2E-START")
@@ -244,5 +244,38 @@ def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job
     local = emulated(tmp_path, "elastic", "grow", *(a for k, v in (config | {"phases": "2"}).items()
                                                     for a in ("--config", f"{k}={v}")), "--admit", "ela-node-0=2")
     (local_job,) = local["jobs"]
-    assert (local_job["state"], local_job["completions"], local_job["succeeded"]) == ("Complete", 2, [0, 1]), local["output"]
+    assert (local_job["state"], local_job["completions"], local_job["succeeded"]) == ("Complete", 2, [0, 1]), \
+        local["output"]
 
+
+def test_an_elastic_job_of_workload_slices_is_admitted_whole_or_waits(tmp_path, cluster_env):
+    """elastic_admission slices (no job-min-parallelism: the Workload's pod set has no minCount) under a ClusterQueue
+    of 2 CPUs for 4 pods of 1: Kueue admits none of it, and run-local's `--admit` of 2 of its pods is refused."""
+    queue = Queue(cluster_env, f"faults-{uuid.uuid4().hex[:8]}", cpus=2)
+    config = {"elastic_admission": "slices", "queue": queue.name, "pod_cpus": "1"}
+    project = None
+    try:
+        project = deploy(tmp_path, cluster_env, "elastic", "grow", **config)
+        job = kubectl_json(cluster_env, "get", "job", "ela-node-0")
+
+        def pending():
+            workload = workload_of(cluster_env, job) or {}
+            conditions = workload.get("status", {}).get("conditions", [])
+            return any((c["type"], c["status"], c["reason"]) == ("QuotaReserved", "False", "Pending")
+                       for c in conditions) and workload
+        workload = until(pending, "Kueue finds no room for the Job's Workload")
+        (pod_set,) = workload["spec"]["podSets"]
+        assert pod_set["count"] == 4 and "minCount" not in pod_set
+        assert not workload["status"].get("admission")
+        job = kubectl_json(cluster_env, "get", "job", "ela-node-0")
+        assert job["spec"]["suspend"] is True and job["spec"]["parallelism"] == 4
+        assert not job_pods(cluster_env, job)
+    finally:
+        if project:
+            project.destroy()
+        queue.delete()
+    refused = run_local(tmp_path, config, "--admit", "ela-node-0=2")
+    assert refused.returncode != 0 and (
+        "--admit ela-node-0=2: Kueue admits a Job in part only with partial admission "
+        "(kueue.x-k8s.io/job-min-parallelism, elastic_admission: partial); it admits this Job whole or not at all"
+    ) in refused.stdout + refused.stderr, refused.stdout + refused.stderr
