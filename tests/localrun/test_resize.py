@@ -18,29 +18,29 @@ def spec(count=4, annotations=None, owner=None, indexed=True, parallelism=None):
 
 
 def test_an_admission_runs_the_first_indexes_only():
-    job = spec()
+    job = spec(annotations={MIN_PARALLELISM: "2"})
     resolve([Admission.parse("j-node-0=2")], [], [job])
     assert (job.completions, job.parallelism) == (2, 2)
     assert sorted(start_all(JobRun(job))) == [0, 1]
 
 
 def test_growing_starts_the_new_indexes_and_shrinking_removes_the_highest_without_counting_them():
-    job = spec()
-    resolve([Admission.parse("j-node-0=2")], [], [job])
+    job = spec(count=3, annotations={ELASTIC_JOB: "true"})
+    resolve([], [Resize.parse("j-node-0=2@1"), Resize.parse("j-node-0=3@2")], [job])
     run = JobRun(job)
     pods = start_all(run)
-    assert run.resize(3, 1.0) == []
-    assert [p.resized for p in pods.values()] == ["kept", "kept"]
-    pods.update(start_all(run, 1.0))
-    assert sorted(pods) == [0, 1, 2]
-    assert run.resize(2, 2.0) == [pods[2]]
+    assert run.resize(2, 1.0) == [pods[2]]
     assert pods[2].stopped_because == "removed: Job scaled down to 2 pod(s)"
     assert [p.resized for p in pods.values()] == ["kept", "kept", "removed"]
     assert sorted(run.active) == [0, 1] and run.failures == 0 and not run.state
-    for index in (0, 1):
+    assert run.resize(3, 2.0) == []
+    grown = start_all(run, 2.0)
+    assert sorted(grown) == [2] and grown[2] is not pods[2]
+    pods.update(grown)
+    for index in (0, 1, 2):
         pods[index].phase = "Succeeded"
         run.pod_finished(pods[index], 3.0)
-    assert (run.state, run.succeeded, job.completions) == ("Complete", {0, 1}, 2)
+    assert (run.state, run.succeeded, job.completions) == ("Complete", {0, 1, 2}, 3)
 
 
 def test_a_shrink_below_the_succeeded_indexes_completes_the_job():
@@ -90,6 +90,16 @@ def test_bad_resizes_are_refused(text, message):
     with pytest.raises(PlanError) as caught:
         Resize.parse(text)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("annotations", [{ELASTIC_JOB: "true"}, {}])
+def test_kueue_admits_a_job_in_part_only_with_partial_admission(annotations):
+    """Kueue's Workload has a minCount only from job-min-parallelism: an elastic Job is admitted whole or waits."""
+    with pytest.raises(PlanError) as caught:
+        resolve([Admission.parse("j-node-0=2")], [], [spec(annotations=annotations)])
+    assert str(caught.value) == (f"--admit j-node-0=2: Kueue admits a Job in part only with partial admission "
+                                 f"({MIN_PARALLELISM}, elastic_admission: partial); it admits this Job whole or not "
+                                 "at all")
 
 
 def test_kueue_admits_no_fewer_than_the_min_parallelism():

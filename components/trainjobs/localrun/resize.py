@@ -1,9 +1,10 @@
 """Admitting part of a Job, and resizing a running one, as Kueue and the Job controller do.
 
-`--admit JOB=N` runs only a Job's first N indexes, as Kueue's partial admission starts it (it rewrites
-`parallelism`, and `completions` too with `job-completions-equal-parallelism`). `--resize JOB=N@WHEN`
-sets a running Job's `parallelism` and `completions` to N, as scaling an elastic Indexed Job does (under
-Kueue a Job marked `elastic-job`, for which growing is a new workload slice): the new indexes get pods;
+`--admit JOB=N` runs only a Job's first N indexes, as Kueue's partial admission starts a Job that has it
+(it rewrites `parallelism`, and `completions` too with `job-completions-equal-parallelism`).
+`--resize JOB=N@WHEN` sets a running Job's `parallelism` and `completions` to N, as scaling an elastic
+Indexed Job does (under Kueue a Job marked `elastic-job`, for which growing is a new workload slice): the
+new indexes get pods;
 on a shrink the Job controller removes the pods of the indexes past N, highest first, counted neither as
 failed nor as succeeded. A Job's resizes apply in the order given, each once the one before it is done,
 so a test drives them by what the training prints rather than by the clock.
@@ -41,6 +42,10 @@ class Admission:
     def check(self, spec: JobSpec) -> None:
         _check_resizable("--admit", self.job, self.pods, spec)
         minimum = (spec.manifest["metadata"].get("annotations") or {}).get(MIN_PARALLELISM)
+        if minimum is None and self.pods < len(spec.slots):
+            # Kueue's Workload has a minCount only from this annotation: without it the Job is admitted whole or waits.
+            raise PlanError(f"--admit {self.job}={self.pods}: Kueue admits a Job in part only with partial admission "
+                            f"({MIN_PARALLELISM}, elastic_admission: partial); it admits this Job whole or not at all")
         if minimum is not None and minimum.isdigit() and self.pods < int(minimum):
             raise PlanError(f"--admit {self.job}={self.pods}: Kueue admits at least {minimum} of its pods "
                             f"({MIN_PARALLELISM}), never fewer")

@@ -232,7 +232,8 @@ def parser() -> argparse.ArgumentParser:
                         "WHEN seconds after its containers start, or once it prints TEXT (POD@output:TEXT); "
                         "repeatable")
     p.add_argument("--admit", action="append", default=[], metavar="JOB=N",
-                   help="run only the first N indexes of this Indexed Job, as Kueue admits part of it; repeatable")
+                   help="run only the first N indexes of this Indexed Job, as Kueue admits part of a Job with "
+                        "partial admission; repeatable")
     p.add_argument("--resize", action="append", default=[], metavar="JOB=N@WHEN",
                    help="set this running Indexed Job's parallelism and completions to N, as scaling an elastic "
                         "Job does, WHEN seconds after it starts or once one of its pods prints TEXT "

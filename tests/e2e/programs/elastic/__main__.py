@@ -2,9 +2,10 @@
 Kueue as an elastic Job (workload slices), training `train.py` with a checkpoint on a claim mounted at
 /workspace/ckpt, which outlives every pod of the job.
 
-`phases` are the node counts the training expects to pass through, in order (e.g. "2,3,4,2"), and
+`phases` are the node counts the training expects to pass through, in order (e.g. "4,2,4"), and
 `steps_per_phase` how many steps it trains at each before it says the phase is done; it completes
-after the last one (train.py).
+after the last one (train.py). `elastic_admission` and `queue` are the job's own arguments, `pod_cpus` the CPUs
+each pod requests (what a ClusterQueue's quota counts).
 """
 
 from pathlib import Path
@@ -27,14 +28,15 @@ TorchTrainJob(name, {
     "num_proc_per_node": 1,
     "rendezvous": "c10d",
     "gang_scheduler": "kueue",
-    "queue": "default",
-    "elastic_admission": "slices",
+    "queue": config.get("queue") or "default",
+    "elastic_admission": config.get("elastic_admission") or "slices",
+    **({"resources_per_node": {"requests": {"cpu": config.get("pod_cpus")}}} if config.get("pod_cpus") else {}),
     "command": ["torchrun", "/opt/e2e/train.py"],
     "env": {
         "OMP_NUM_THREADS": "1",
         # A round closes 10 s after the fewest nodes joined (torchrun's default waits 30 s for more).
         "PET_RDZV_CONF": "last_call_timeout=10",
-        "E2E_PHASES": config.get("phases") or "2,3,4,2",
+        "E2E_PHASES": config.get("phases") or "4,2,4",
         "E2E_STEPS_PER_PHASE": config.get("steps_per_phase") or "3",
     },
     "volumes": [{"name": "code", "configMap": {"name": f"{name}-code"}},
