@@ -74,7 +74,7 @@ def test_a_failed_job_fails_up_with_its_reason(tmp_path, cluster_env):
 
 @pytest.mark.parametrize("backend", ["jobs", "jobset"])
 def test_a_job_that_does_not_finish_fails_up_at_its_timeout(tmp_path, cluster_env, backend):
-    """Pods that never complete (a JobSet here has no controller, so it never completes either)."""
+    """Pods that never complete, so neither does their Job or JobSet."""
     with deployed(tmp_path, cluster_env, f"times-out-{backend}", backend, wait_for_completion=True,
                   wait_timeout_seconds=20, annotations=NEVER_COMPLETES) as (project, namespace):
         done = project.up(check=False)
@@ -84,8 +84,10 @@ def test_a_job_that_does_not_finish_fails_up_at_its_timeout(tmp_path, cluster_en
 
 
 def test_a_jobset_without_wait_returns_once_created(tmp_path, cluster_env):
-    """No controller runs the JobSet here, so it never completes: `up` returns all the same."""
-    with deployed(tmp_path, cluster_env, "jobset-created", "jobset") as (project, namespace):
+    """Pods that never complete, so the JobSet never does: `up` returns all the same."""
+    with deployed(tmp_path, cluster_env, "jobset-created", "jobset",
+                  annotations=NEVER_COMPLETES) as (project, namespace):
         project.up()
         jobset = kubectl_json(project.env, "get", "jobsets.jobset.x-k8s.io", "jobset-created", "-n", namespace)
         assert jobset["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        assert not conditions(jobset).keys() & {"Completed", "Failed"}

@@ -260,8 +260,9 @@ def test_hpc_stack_with_secret_mpi_key_preview_up_no_changes_destroy(pulumi_env,
 
 
 # What Pulumi.kueue.yaml's jobs expect of a Kueue cluster: namespace ml, its LocalQueue team-llm, the ClusterQueue
-# behind it over a GPU ResourceFlavor with a rack and block Topology, and WorkloadPriorityClass research. Stored as
-# plain objects: Kueue's controller does not run here, so nothing is suspended or admitted.
+# behind it over a GPU ResourceFlavor with a rack and block Topology, and WorkloadPriorityClass research. With
+# Kueue's controller running (`make test-cluster`) it suspends the jobs and admits them from these queues; without
+# it they are plain objects.
 KUEUE_PLATFORM = """
 apiVersion: v1
 kind: Namespace
