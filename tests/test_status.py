@@ -106,6 +106,37 @@ def test_fatal_exit_code_is_what_the_jobs_pod_failure_policy_fails_the_job_on():
         ("llm-node-0-2", "preempted (TerminationByKubelet)")]
 
 
+def test_a_preempted_pod_that_was_replaced_is_no_failure_of_the_job():
+    """Rank 1 preempted and replaced, the job then succeeded: the preempted pod is shown replaced by its successor,
+    and no rank failed. A later real failure is the first failed rank, not the preemption before it."""
+    preempted = pod(1, "Failed", suffix="old11", terminated={"exitCode": 1, "reason": "Error",
+                                                              "finishedAt": "2026-11-28T11:56:00Z"},
+                    conditions=[condition("DisruptionTarget", "TerminationByKubelet", "Pod was preempted")])
+    successor = pod(1, "Succeeded", suffix="new11", created="2026-11-28T11:56:30Z",
+                    terminated={"exitCode": 0, "reason": "Completed", "finishedAt": "2026-11-28T11:59:00Z"})
+    done = one(Snapshot(jobs=[job(status={"conditions": [condition("Complete", "CompletionsReached")]})], pods=[
+        pod(0, "Succeeded", terminated={"exitCode": 0, "reason": "Completed", "finishedAt": "2026-11-28T11:59:00Z"}),
+        preempted, successor]))
+    assert job_text(done) == (
+        "llm (namespace ml): succeeded\n"
+        "  role node, Job llm-node-0: Complete (CompletionsReached)\n"
+        "    pods: 1 Failed, 2 Succeeded; backoff: 0 failed pods of backoffLimit 0\n"
+        "    RANK          POD                 PHASE      RESTARTS  AGE  NODE  EXIT  REASON\n"
+        "    llm-node-0-0  llm-node-0-0-abcde  Succeeded  0         5m   n1    0     Completed\n"
+        "    llm-node-0-1  llm-node-0-1-old11  Failed     0         5m   n1    1     preempted (TerminationByKubelet)\n"
+        "    llm-node-0-1  llm-node-0-1-new11  Succeeded  0         3m   n1    0     Completed\n"
+        "  replaced after preemption: llm-node-0-1 (pod llm-node-0-1-old11 by pod llm-node-0-1-new11, role node): "
+        "exit code 1, preempted (TerminationByKubelet) (Pod was preempted)")
+    assert done.first_failure is None
+    assert [p["replaced_by"] for p in done.to_json()["roles"][0]["pods"]] == ["", "llm-node-0-1-new11", ""]
+
+    failed = one(Snapshot(jobs=[job(status={"failed": 1, "conditions": [condition("Failed", "BackoffLimitExceeded")]})],
+                          pods=[pod(0, "Failed", terminated={"exitCode": 2, "reason": "Error",
+                                                              "finishedAt": "2026-11-28T11:58:00Z"}),
+                                preempted, successor]))
+    assert (failed.first_failure.pod, failed.first_failure.exit_code) == ("llm-node-0-0-abcde", 2)
+
+
 @pytest.mark.parametrize("conditions, extra, state, line", [
     ([condition("QuotaReserved", "Pending", "couldn't assign flavors to pod set main: insufficient quota", "False")], {},
      "queued", "Workload job-llm-node-0-5f2a1 in queue team: queued (Pending: couldn't assign flavors to pod set main: "

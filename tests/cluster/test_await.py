@@ -84,8 +84,10 @@ def test_a_job_that_does_not_finish_fails_up_at_its_timeout(tmp_path, cluster_en
 
 
 def test_a_jobset_without_wait_returns_once_created(tmp_path, cluster_env):
-    """`up` returns once the JobSet exists, without waiting for it to complete."""
-    with deployed(tmp_path, cluster_env, "jobset-created", "jobset") as (project, namespace):
+    """Pods that never complete, so the JobSet never does: `up` returns all the same."""
+    with deployed(tmp_path, cluster_env, "jobset-created", "jobset",
+                  annotations=NEVER_COMPLETES) as (project, namespace):
         project.up()
         jobset = kubectl_json(project.env, "get", "jobsets.jobset.x-k8s.io", "jobset-created", "-n", namespace)
         assert jobset["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+        assert not conditions(jobset).keys() & {"Completed", "Failed"}

@@ -163,6 +163,17 @@ def admitted_counts(workload: dict) -> int:
     return sum(a["count"] for a in workload["status"]["admission"]["podSetAssignments"])
 
 
+def resource(kind: str) -> str:
+    """kubectl's name of a Job's or JobSet's resource."""
+    return kind.lower() + (".jobset.x-k8s.io" if kind == "JobSet" else "")
+
+
+def resumed(env, resource: str, name: str, namespace: str) -> dict:
+    """The Job or JobSet once Kueue's job controller has unsuspended it (it does so after it admits the Workload)."""
+    return until(lambda: (lambda live: live if live["spec"]["suspend"] is False else None)(
+        get(env, resource, name, "-n", namespace)), f"{resource} {name} unsuspended")
+
+
 def pods_of_job(env, namespace: str, job: str, count: int) -> list[dict]:
     """The Job's pods, once `count` of them are out of Kueue's scheduling gates and, but those that mount a
     PersistentVolumeClaim (the cluster binds none), bound to a Node."""
@@ -204,8 +215,8 @@ def test_every_job_and_jobset_gets_a_workload_and_is_admitted_whole(env, queue, 
         assert workload["spec"]["priority"] == 100   # WorkloadPriorityClass research
         assert sum(p["count"] for p in workload["spec"]["podSets"]) == pod_count(holder)
         assert admitted_counts(workload) == pod_count(holder)   # the whole gang, not part of it
-        live = get(env, kind.lower() + (".jobset.x-k8s.io" if kind == "JobSet" else ""), name, "-n", queue.namespace)
-        assert live["spec"]["suspend"] is False   # Kueue's webhook suspended it; admission resumed it
+        # Kueue's webhook suspended it; admission resumes it, a moment after the Workload's Admitted condition.
+        resumed(env, resource(kind), name, queue.namespace)
         if kind == "Job":
             assert len(pods_of_job(env, queue.namespace, name, pod_count(holder))) == pod_count(holder)
         elif "jobset" in controllers(env):
@@ -239,12 +250,11 @@ def test_a_job_without_room_waits_suspended_with_kueues_reason_until_room_is_mad
                                    f"flavor {FLAVOR}, previously considered podsets requests (0) + current podset "
                                    "request (8) > maximum capacity (4)")
     assert not admitted(pending)
-    resource = kind.lower() + (".jobset.x-k8s.io" if kind == "JobSet" else "")
-    assert get(env, resource, name, "-n", queue.namespace)["spec"]["suspend"] is True
+    assert get(env, resource(kind), name, "-n", queue.namespace)["spec"]["suspend"] is True
     assert get(env, "pods", "-n", queue.namespace)["items"] == []
     queue.set_gpus(8)
     until(lambda: admitted(workloads(env, queue.namespace)[key]), f"the Workload of {kind} {name} admitted")
-    assert get(env, resource, name, "-n", queue.namespace)["spec"]["suspend"] is False
+    resumed(env, resource(kind), name, queue.namespace)
     if kind == "Job":
         pods_of_job(env, queue.namespace, name, 2)
 

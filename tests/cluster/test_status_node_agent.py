@@ -122,7 +122,7 @@ def test_a_rank_killed_like_the_oom_killer_does(tmp_path, cluster_env, agent):
         assert timeless(data["jobs"][0]["roles"][0]["pods"]) == [{
             "name": "pre-node-0-1-<id>", "rank": "pre-node-0-1", "role": "node", "index": 1, "phase": "Failed",
             "restarts": 0, "age_seconds": "<t>", "node": "<node>", "domain": "", "exit_code": 137, "reason": "Error",
-            "message": "", "created_at": "<t>", "finished_at": "<t>"}]
+            "message": "", "created_at": "<t>", "finished_at": "<t>", "replaced_by": ""}]
     finally:
         project.destroy()
 
@@ -154,7 +154,8 @@ def _training_process(env: dict[str, str], job: str, index: int, after: str) -> 
 def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, cluster_env, agent):
     """Rank 1 preempted by the agent (DisruptionTarget) after its second step and replaced: `logs --follow --rank 1`
     prints the preempted pod's lines, then its successor's until the job ends; `wait` sees the job complete, and
-    `status` shows the preempted pod, not counted against backoffLimit 0."""
+    `status` shows the preempted pod replaced by its successor, not counted against backoffLimit 0 and not a failed
+    rank of the job that succeeded."""
     running = agent("--disrupt", "pre-node-0-1@output:E2E-STEP 2 ")
     project = deploy(tmp_path, cluster_env, "resilience", "preempt", steps="4")
     try:
@@ -177,7 +178,6 @@ def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, cluster_env, ag
         done = trainjobs(cluster_env, "wait", "pre", "-n", "default", "--poll", POLL)
         assert (done.returncode, done.stdout) == (0, "pre: succeeded (complete reached)\n")
         # torchrun exits 1 on the SIGTERM of the preemption; the agent reports its own code, as a kubelet would.
-        tail = written(running, first)[-1:]
         status = trainjobs(cluster_env, "status", "pre", "-n", "default", "--log-lines", "1")
         assert table(status.stdout) == table(
             "pre (namespace default): succeeded\n"
@@ -187,18 +187,17 @@ def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, cluster_env, ag
             "    pre-node-0-0  pre-node-0-0-<id>  Succeeded  0  <age>  <node>  0  Completed\n"
             "    pre-node-0-1  pre-node-0-1-<id>  Failed  0  <age>  <node>  1  preempted (TerminationByKubelet)\n"
             "    pre-node-0-1  pre-node-0-1-<id>  Succeeded  0  <age>  <node>  0  Completed\n"
-            f"  first failed rank: pre-node-0-1 (pod {first}, role node): exit code 1, preempted (TerminationByKubelet) "
-            f"({PREEMPTED})\n"
-            f"    | {tail[0]}\n"), running.text()
+            f"  replaced after preemption: pre-node-0-1 (pod {first} by pod {second}, role node): exit code 1, "
+            f"preempted (TerminationByKubelet) ({PREEMPTED})\n"), running.text()
         data = json.loads(trainjobs(cluster_env, "status", "pre", "-n", "default", "-o", "json", "--log-lines",
                                     "1").stdout)["jobs"][0]
         assert (data["state"], data["roles"][0]["failed"], data["roles"][0]["phases"]) == (
             "succeeded", 0, {"Failed": 1, "Succeeded": 2})
-        assert [(p["name"], p["phase"], p["exit_code"], p["reason"], p["message"]) for p in data["roles"][0]["pods"]] \
-            == [(names[0], "Succeeded", 0, "Completed", ""), (first, "Failed", 1, "preempted (TerminationByKubelet)",
-                                                              PREEMPTED), (second, "Succeeded", 0, "Completed", "")]
-        assert data["first_failure"] == {"pod": first, "rank": "pre-node-0-1", "role": "node", "exit_code": 1,
-                                         "reason": "preempted (TerminationByKubelet)", "message": PREEMPTED,
-                                         "log_tail": tail}
+        assert [(p["name"], p["phase"], p["exit_code"], p["reason"], p["message"], p["replaced_by"])
+                for p in data["roles"][0]["pods"]] == [
+            (names[0], "Succeeded", 0, "Completed", "", ""),
+            (first, "Failed", 1, "preempted (TerminationByKubelet)", PREEMPTED, second),
+            (second, "Succeeded", 0, "Completed", "", "")]
+        assert data["first_failure"] is None
     finally:
         project.destroy()

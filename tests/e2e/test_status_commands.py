@@ -56,10 +56,8 @@ def test_logs_follow_each_rank_and_a_replaced_pod_and_status_reads_the_run(tmp_p
         "    pods: 1 Failed, 4 Succeeded; backoff: 0 failed pods of backoffLimit 0",
         "    RANK  POD  PHASE  RESTARTS  AGE  NODE  EXIT  REASON",
         *[row.format(node=node) for row in rows],
-        f"  first failed rank: st-node-0-1 (pod {evicted}, role node): exit code 143, preempted "
-        "(PreemptionByScheduler) (preempted by run-local --disrupt)",
-        "    | rank 1 starts",
-        "    | rank 1 step 1"]) + "\n")
+        f"  replaced after preemption: st-node-0-1 (pod {evicted} by pod {successor}, role node): exit code 143, "
+        "preempted (PreemptionByScheduler) (preempted by run-local --disrupt)"]) + "\n")
 
 
 def columns(text: str) -> str:

@@ -9,7 +9,7 @@ PodGroup's `status.phase` and conditions, a pod's container states and its Disru
 """
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
@@ -70,6 +70,9 @@ class PodStatus:
     message: str = ""
     created_at: str = ""
     finished_at: str = ""
+    replaced_by: str = ""
+    """A preempted pod's successor: the next pod of its rank. A preempted pod that was replaced is no failure of
+    the job (its pod failure policy ignores the disruption), so it is never the first failed rank."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,9 @@ class JobSetStatus:
 
 @dataclass(frozen=True)
 class FailedRank:
-    """The rank that failed first: the earliest to stop among the failed pods, a pod the Job controller
-    killed after it (exit code 137, or deleted) counting after one that failed on its own."""
+    """The rank that failed first: the earliest to stop among the failed pods but the preempted ones that were
+    replaced, a pod the Job controller killed after it (exit code 137, or deleted) counting after one that failed
+    on its own."""
 
     pod: str
     rank: str
@@ -204,7 +208,8 @@ def job_status(snapshot: Snapshot, namespace: str, name: str, now: datetime, log
     admission = tuple(
         [_workload(w) for w in snapshot.workloads if {r.get("uid") for r in _meta(w).get("ownerReferences") or []} & owners]
         + [_pod_group(g) for g in _of_job(snapshot.podgroups, namespace, name)])
-    pod_states = [_pod(p, now, snapshot.nodes, topology, jobs) for p in pods]
+    pod_states = _successors([_pod(p, now, snapshot.nodes, topology, jobs) for p in pods],
+                             {_meta(p).get("name", "") for p in pods if _preempted(p)})
     roles = tuple(_role(j, [p for p in pod_states if p.name in {_meta(q)["name"] for q in pods
                                                                    if _owned_by(q, j)}]) for j in jobs)
     jobset = _jobset(jobsets[0]) if jobsets else None
@@ -253,6 +258,23 @@ def _pod_group(group: Mapping) -> Admission:
                      last.get("reason", ""), last.get("message", ""), (group.get("spec") or {}).get("queue", ""))
 
 
+def _preempted(pod: Mapping) -> Mapping | None:
+    """The DisruptionTarget condition of a pod that stopped on it (preempted, evicted, its node drained)."""
+    return _condition(pod, DISRUPTION_TARGET) if (pod.get("status") or {}).get("phase") == "Failed" else None
+
+
+def _successors(pods: list[PodStatus], preempted: set[str]) -> list[PodStatus]:
+    """The pods, each preempted one with the pod that replaced it: the next pod created for its rank."""
+    def created(p: PodStatus):
+        return parse_time(p.created_at) or _EARLIEST, p.name
+
+    def successor(pod: PodStatus) -> str:
+        later = [p for p in pods if (p.role, p.rank) == (pod.role, pod.rank) and created(p) > created(pod)]
+        return min(later, key=created).name if later else ""
+
+    return [replace(p, replaced_by=successor(p)) if p.name in preempted else p for p in pods]
+
+
 def _main_status(pod: Mapping) -> Mapping:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return next((s for s in statuses if s.get("name") == MAIN_CONTAINER), statuses[0] if statuses else {})
@@ -283,8 +305,8 @@ def _pod(pod: Mapping, now: datetime, nodes: Mapping[str, dict], topology: str, 
     exit_code = terminated.get("exitCode")
     reason = status.get("reason") or terminated.get("reason", "")
     message = status.get("message") or terminated.get("message", "")
-    disrupted = _condition(pod, DISRUPTION_TARGET)
-    if disrupted and status.get("phase") == "Failed":
+    disrupted = _preempted(pod)
+    if disrupted:
         reason = f"preempted ({disrupted.get('reason', '')})" if disrupted.get("reason") else "preempted"
         message = disrupted.get("message", "") or message
     job = next((j for j in jobs if _owned_by(pod, j)), {})
@@ -329,7 +351,7 @@ def _jobset(jobset: Mapping) -> JobSetStatus:
 
 
 def _first_failure(pods: list[PodStatus], logs) -> FailedRank | None:
-    failed = [p for p in pods if p.phase == "Failed"]
+    failed = [p for p in pods if p.phase == "Failed" and not p.replaced_by]
     if not failed:
         return None
     first = min(failed, key=lambda p: (p.finished_at or "~", p.exit_code == KILLED, p.index or 0, p.name))

@@ -95,6 +95,12 @@ def _role_lines(role: RoleStatus, topology: str) -> list[str]:
     return lines
 
 
+def _stopped(exit_code: int | None, reason: str, message: str) -> str:
+    """How a pod stopped: its exit code, reason and message."""
+    code = "no exit code" if exit_code is None else f"exit code {exit_code}"
+    return f"{code}, {shown(reason) or 'no reason given'}{f' ({shown(message)})' if message else ''}"
+
+
 def job_text(job: JobStatus) -> str:
     """A job's state as `trainjobs status` prints it."""
     lines = [f"{job.name} (namespace {job.namespace}): {job.state}"]
@@ -115,12 +121,13 @@ def job_text(job: JobStatus) -> str:
         lines.append(f"  placement: pods by {job.topology_key}")
     for role in job.roles:
         lines += _role_lines(role, job.topology_key)
+    for pod in (p for role in job.roles for p in role.pods if p.replaced_by):
+        lines.append(f"  replaced after preemption: {pod.rank} (pod {pod.name} by pod {pod.replaced_by}, role "
+                     f"{pod.role}): {_stopped(pod.exit_code, pod.reason, pod.message)}")
     failure = job.first_failure
     if failure:
-        code = "no exit code" if failure.exit_code is None else f"exit code {failure.exit_code}"
-        lines.append(f"  first failed rank: {failure.rank} (pod {failure.pod}, role {failure.role}): {code}, "
-                     f"{shown(failure.reason) or 'no reason given'}"
-                     f"{f' ({shown(failure.message)})' if failure.message else ''}")
+        lines.append(f"  first failed rank: {failure.rank} (pod {failure.pod}, role {failure.role}): "
+                     f"{_stopped(failure.exit_code, failure.reason, failure.message)}")
         lines += [f"    | {shown(line)}" for line in failure.log_tail]
     return "\n".join(lines)
 
