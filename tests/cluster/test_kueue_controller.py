@@ -396,10 +396,6 @@ def test_an_elastic_job_starts_with_the_nodes_that_fit(env, queue):
 # --- the example stack's Kueue config, against the cluster's fixtures ------------------------------------------
 
 def test_the_kueue_example_stacks_jobs_are_admitted_from_the_clusters_queues(env):
-    # The cluster's fixtures, again: another test may have deleted namespace ml (test_stacks.py's dev platform).
-    fixtures = subprocess.run([ROOT / "scripts" / "engine" / "cluster.sh", "kueue-fixtures"], env=env, check=True,
-                              capture_output=True, text=True).stdout
-    kubectl(env, "apply", "-f", "-", stdin=fixtures)
     objects = [r.manifest for r in run_program(ROOT / "stacks" / "__main__.py", stack="kueue").kubernetes()]
     expected = holders(objects)
     assert {h["metadata"]["namespace"] for h in expected} == {"ml"}
