@@ -26,7 +26,7 @@ OTHER_PYTHONS ?= 3.10 3.13
 TEST_WORKERS ?= 6
 OUT ?= rendered/$(STACK)
 
-.PHONY: render test bench clean cluster cluster-down cluster-controllers test-cluster
+.PHONY: render test $(OTHER_PYTHONS:%=venv-%) test-system-deps bench clean cluster cluster-down cluster-controllers test-cluster
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -44,12 +44,23 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 render: $(VENV)/.installed
 	$(VENV)/bin/trainjobs render stacks/__main__.py --stack $(STACK) --out $(OUT)
 
-# The tests write the library's and their own bytecode (pytest's rewritten asserts) even where the environment
-# says not to (PYTHONDONTWRITEBYTECODE): else each worker and each process the tests start compiles them again.
-test: $(VENV)/.installed-test
+# What the tests need is installed side by side (a make of its own, -j): the test and e2e extras, each other Python's
+# virtualenv (scripts/test-other-pythons --install, from one wheel), the system packages and Mermaid. On a fresh
+# clone the extras take the longest; the rest used to wait for them, and the other Pythons' virtualenvs were built
+# within the tests, one after the other. The tests write the library's and their own bytecode (pytest's rewritten
+# asserts) even where the environment says not to (PYTHONDONTWRITEBYTECODE): else each worker and each process the
+# tests start compiles them again.
+test: $(VENV)/.installed
+	$(MAKE) --no-print-directory -j $(words $(OTHER_PYTHONS) extras system) $(VENV)/.installed-test \
+		$(OTHER_PYTHONS:%=venv-%) test-system-deps
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
+
+$(OTHER_PYTHONS:%=venv-%): venv-%: $(VENV)/.installed
+	scripts/test-other-pythons --install $*
+
+test-system-deps:
 	scripts/install-e2e-deps
 	scripts/install-mermaid
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --other-pythons "$(OTHER_PYTHONS)" $(PYTEST_ARGS)
 
 # About 13 minutes on a quiet 2-core machine (the launcher section needs root and sshd); not part of `make test`.
 # BENCH_ARGS="--only register" for one section, "--run-local" to add run-local vs bare torchrun and at 3 and 40
@@ -83,4 +94,4 @@ test-cluster: $(VENV)/.installed-test
 		$(if $(filter tests/%,$(PYTEST_ARGS)),,tests/cluster) $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) rendered .pytest_cache
+	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) $(OTHER_PYTHONS:%=.venv-%.lock) .venv-wheel rendered .pytest_cache
