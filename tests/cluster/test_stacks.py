@@ -89,14 +89,23 @@ def objects_left(env: dict[str, str], namespaces: list[str], kinds: str = OBJECT
 
 @contextmanager
 def platform_objects(env: dict[str, str], manifest: str) -> Iterator[None]:
-    """Objects a stack expects of the cluster's platform, there while the test runs, deleted after it."""
-    subprocess.run(["kubectl", "apply", "-f", "-"], input=manifest, env=env, check=True, capture_output=True,
-                   text=True)
+    """Objects a stack expects of the cluster's platform, there while the test runs. Those made here are deleted
+    after it; those the cluster has already (the controllers cluster's Kueue fixtures: namespace ml, its LocalQueue,
+    the flavor and its Topology, the WorkloadPriorityClass) are left as they are, for tests running meanwhile use
+    them."""
+    made = []
     try:
+        for doc in manifest.split("\n---\n"):
+            done = subprocess.run(["kubectl", "create", "-f", "-"], input=doc, env=env, capture_output=True, text=True)
+            if done.returncode == 0:
+                made.append(doc)
+            else:
+                assert "(AlreadyExists)" in done.stderr, done.stderr
         yield
     finally:
-        subprocess.run(["kubectl", "delete", "--wait", "--timeout=300s", "-f", "-"], input=manifest, env=env,
-                       capture_output=True, text=True)
+        if made:
+            subprocess.run(["kubectl", "delete", "--wait", "--timeout=300s", "-f", "-"], input="\n---\n".join(made),
+                           env=env, capture_output=True, text=True)
 
 
 @pytest.fixture
