@@ -79,10 +79,15 @@ cluster-controllers:
 # The controllers `make test-cluster` starts the cluster with (CLUSTER_CONTROLLERS= for the small cluster).
 CLUSTER_CONTROLLERS ?= jobset,kueue
 
+# How many pytest-xdist workers run the real-engine suite against the one cluster: its tests mostly wait, so more
+# than the cores (docs/performance.md); tests/cluster/conftest.py groups those that share something cluster-wide.
+CLUSTER_WORKERS ?= 4
+
 # The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed.
 test-cluster: $(VENV)/.installed-test
 	TRAINJOBS_CLUSTER_CONTROLLERS=$(CLUSTER_CONTROLLERS) scripts/engine/cluster.sh up > /dev/null
-	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest tests/cluster $(PYTEST_ARGS)
+	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest tests/cluster \
+	  -n $(CLUSTER_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) rendered .pytest_cache
