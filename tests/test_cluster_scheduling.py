@@ -49,12 +49,12 @@ def scheduler(workers: list[Worker]):
     return sched
 
 
-def finish(sched, worker: Worker) -> None:
-    """The worker reports each test it was sent as done."""
-    for nodeid in list(worker.sent):
-        index = COLLECTION.index(nodeid)
-        if not sched.assigned_work[worker][sched._split_scope(nodeid)][nodeid]:
-            sched.mark_test_complete(worker, index)
+def finish(sched, worker: Worker, hold_last: bool = False) -> None:
+    """The worker reports the tests it was sent as done; `hold_last`, as an xdist worker does, all but the last,
+    which it runs only once it gets more or is stopped."""
+    todo = [n for n in worker.sent if not sched.assigned_work[worker][sched._split_scope(n)][n]]
+    for nodeid in todo[:-1] if hold_last else todo:
+        sched.mark_test_complete(worker, COLLECTION.index(nodeid))
 
 
 def test_the_groups():
@@ -65,20 +65,20 @@ def test_the_groups():
 
 
 def test_a_group_runs_on_one_worker_and_the_node_agents_last_alone():
-    a, b, c = Worker("gw0"), Worker("gw1"), Worker("gw2")
-    sched = scheduler([a, b, c])
-    sent = a.sent + b.sent + c.sent
-    assert not any("node_agent" in n for n in sent)   # held back while the others have work
+    workers = [Worker("gw0"), Worker("gw1"), Worker("gw2")]
+    sched = scheduler(workers)
+    assert not any("node_agent" in n for w in workers for n in w.sent)   # held back while the others have work
     for group in ("changes-jobs", "changes-jobset", "shared-names"):
-        (holder,) = [w for w in (a, b, c) if any(cluster_conftest.group_of(n) == group for n in w.sent)]
+        (holder,) = [w for w in workers if any(cluster_conftest.group_of(n) == group for n in w.sent)]
         assert [n for n in holder.sent if cluster_conftest.group_of(n) == group] == [
             n for n in COLLECTION if cluster_conftest.group_of(n) == group]
-    busy = [w for w in (a, b, c) if w.sent]
-    for worker in busy[:-1]:
-        finish(sched, worker)
-    assert not any("node_agent" in n for n in a.sent + b.sent + c.sent)   # one worker still has tests
-    last = busy[-1]
-    finish(sched, last)
-    assert [n for n in last.sent if "node_agent" in n] == [COLLECTION[0], COLLECTION[-1]]
-    assert [w.shutting_down for w in (a, b, c) if w is not last] == [True, True]
-    assert not any("node_agent" in n for w in (a, b, c) if w is not last for n in w.sent)
+    for worker in workers:
+        finish(sched, worker, hold_last=True)
+    # Each worker holds its last test: all but one are stopped, so that they run it; none gets the node agent's.
+    assert [w.shutting_down for w in workers] == [False, True, True]
+    assert not any("node_agent" in n for w in workers for n in w.sent)
+    finish(sched, workers[1])
+    assert not any("node_agent" in n for w in workers for n in w.sent)
+    finish(sched, workers[2])
+    assert [n for n in workers[0].sent if "node_agent" in n] == [COLLECTION[0], COLLECTION[-1]]
+    assert not any("node_agent" in n for w in workers[1:] for n in w.sent)

@@ -65,8 +65,8 @@ def group_of(nodeid: str) -> str | None:
 
 class GroupsAloneLast(LoadScopeScheduling):
     """xdist's load scheduling by scope, a test's scope being its group (else the test itself); the node agent's
-    group goes to a worker once every other worker has finished, and the workers left idle then stop. (xdist's own
-    xdist_group markers do not group under pytest 9, which no longer lets xdist rename a test.)"""
+    group last, alone. (xdist's own xdist_group markers do not group under pytest 9, which no longer lets xdist
+    rename a test.)"""
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid) or nodeid
@@ -74,13 +74,27 @@ class GroupsAloneLast(LoadScopeScheduling):
     def _assign_work_unit(self, node) -> None:
         others = [scope for scope in self.workqueue if scope != NODE_AGENT]
         if not others:
-            if any(self._pending_of(work) for other, work in self.assigned_work.items() if other is not node):
-                return   # the last worker to finish takes it
-            for other in self.assigned_work:
-                if other is not node and not other.shutting_down:
-                    other.shutdown()
-        self.workqueue.move_to_end(others[0] if others else NODE_AGENT, last=False)
+            self._node_agent_alone()
+            return
+        self.workqueue.move_to_end(others[0], last=False)
         super()._assign_work_unit(node)
+
+    def _reschedule(self, node) -> None:
+        if list(self.workqueue) == [NODE_AGENT]:
+            self._node_agent_alone()
+        else:
+            super()._reschedule(node)
+
+    def _node_agent_alone(self) -> None:
+        """Once the node agent's group is all that is left: every worker but one stops (a worker runs the last test
+        it was sent only when it gets more or is stopped), and the one left gets the group when they have."""
+        workers = [node for node in self.assigned_work if not node.shutting_down]
+        if not workers:
+            return
+        for other in workers[1:]:
+            other.shutdown()
+        if not any(self._pending_of(work) for node, work in self.assigned_work.items() if node is not workers[0]):
+            super()._assign_work_unit(workers[0])
 
 
 @pytest.hookimpl(tryfirst=True)
