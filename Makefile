@@ -86,12 +86,16 @@ cluster-down:
 # The controllers `make test-cluster` starts the cluster with (CLUSTER_CONTROLLERS= for the small cluster).
 CLUSTER_CONTROLLERS ?= jobset,kueue
 
+# How many pytest-xdist workers run the real-engine suite against the one cluster: its tests mostly wait, so more
+# than the cores (docs/performance.md); tests/cluster/conftest.py groups those that share something cluster-wide.
+CLUSTER_WORKERS ?= 4
+
 # The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed; with
 # PYTEST_ARGS naming test files (tests/cluster/test_x.py), those alone.
 test-cluster: $(VENV)/.installed-test
 	TRAINJOBS_CLUSTER_CONTROLLERS=$(CLUSTER_CONTROLLERS) scripts/engine/cluster.sh up > /dev/null
 	. "$${TRAINJOBS_CLUSTER_DIR:-.cluster}/env" && TRAINJOBS_CLUSTER_TESTS=1 $(PY) -m pytest \
-		$(if $(filter tests/%,$(PYTEST_ARGS)),,tests/cluster) $(PYTEST_ARGS)
+		$(if $(filter tests/%,$(PYTEST_ARGS)),,tests/cluster) -n $(CLUSTER_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OTHER_PYTHONS:%=.venv-%) $(OTHER_PYTHONS:%=.venv-%.lock) .venv-wheel rendered .pytest_cache

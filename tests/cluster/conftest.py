@@ -2,7 +2,11 @@
 plane of `make cluster` (scripts/engine/cluster.sh). `make test-cluster` runs it; `make test` does not: these tests
 are collected only when named (`pytest tests/cluster`) or when TRAINJOBS_CLUSTER_TESTS=1 (which `make test-cluster`
 sets). They use the cluster whose state is in $TRAINJOBS_CLUSTER_DIR (from its `env` file), by default .cluster/.
-Without a running cluster they skip, except in CI (CI=true), where they fail."""
+Without a running cluster they skip, except in CI (CI=true), where they fail.
+
+The suite mostly waits (for the engine, the controllers, kwok), so `make test-cluster` runs it on several
+pytest-xdist workers against the one cluster (`--dist loadgroup`). Most tests work in a namespace of their own;
+those that share something cluster-wide run in one xdist group, one after another: see `GROUPS`."""
 
 import os
 import shlex
@@ -10,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -22,6 +27,82 @@ def pytest_ignore_collect(collection_path, config):
     if any(path == HERE or HERE in path.parents for path in named):
         return None
     return True
+
+
+# What tests share on the cluster, by test file (and, for test_changes.py, by its backend): the tests of a group run
+# on one worker, one after another. The node agent's tests cordon every kwok Node, which would hold every other
+# test's pods: their group runs last, alone (GroupsAloneLast).
+SHARED_NAMES = "shared-names"   # namespaces ml, llm and default, the PriorityClasses, Kueue queues and GPUs of the examples
+NODE_AGENT = "node-agent"
+GROUPS = {
+    "test_stacks.py": SHARED_NAMES,
+    "test_yaml_program.py": SHARED_NAMES,
+    "test_api_verdict.py": SHARED_NAMES,   # creates the examples' namespaces and PriorityClasses, deletes them after
+    "test_jobset_controller.py::test_the_example_stacks_jobset_passes_the_webhooks": SHARED_NAMES,
+    # Kueue's placement (TAS) counts the GPUs of pods it does not manage, the example stacks' whole-Node pods among
+    # them, and does not try a pending job again when they finish: its tests wait forever beside them.
+    "test_kueue_controller.py": SHARED_NAMES,
+    # The admission dry runs share the namespace `admission`, which their module's ApiServer creates and deletes.
+    "test_jobset_controller.py::test_every_jobset_of_every_gang_scheduler_and_variant_passes_the_webhooks":
+        "jobset-admission",
+    "test_jobset_controller.py::test_the_webhooks_refuse_what_they_refuse": "jobset-admission",
+    "test_node_agent.py": NODE_AGENT,
+    "test_status_node_agent.py": NODE_AGENT,
+}
+
+
+def group_of(nodeid: str) -> str | None:
+    """The group of a test of this folder by its id (tests/cluster/test_changes.py::test_x[jobs-image]), or None."""
+    path, _, test = nodeid.partition("::")
+    folder, _, name = path.rpartition("/")
+    if not folder.endswith("tests/cluster"):
+        return None
+    function, _, params = test.partition("[")
+    if name == "test_changes.py":   # one stack and namespace per backend (its first parameter), set up once
+        return f"changes-{params.split('-')[0]}"
+    return GROUPS.get(f"{name}::{function}") or GROUPS.get(name)
+
+
+class GroupsAloneLast(LoadScopeScheduling):
+    """xdist's load scheduling by scope, a test's scope being its group (else the test itself); the node agent's
+    group last, alone. (xdist's own xdist_group markers do not group under pytest 9, which no longer lets xdist
+    rename a test.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid) or nodeid
+
+    def _assign_work_unit(self, node) -> None:
+        others = [scope for scope in self.workqueue if scope != NODE_AGENT]
+        if not others:
+            self._node_agent_alone()
+            return
+        self.workqueue.move_to_end(others[0], last=False)
+        super()._assign_work_unit(node)
+
+    def _reschedule(self, node) -> None:
+        if list(self.workqueue) == [NODE_AGENT]:
+            self._node_agent_alone()
+        else:
+            super()._reschedule(node)
+
+    def _node_agent_alone(self) -> None:
+        """Once the node agent's group is all that is left: every worker but one stops (a worker runs the last test
+        it was sent only when it gets more or is stopped), and the one left gets the group when they have."""
+        workers = [node for node in self.assigned_work if not node.shutting_down]
+        if not workers:
+            return
+        for other in workers[1:]:
+            other.shutdown()
+        if not any(self._pending_of(work) for node, work in self.assigned_work.items() if node is not workers[0]):
+            super()._assign_work_unit(workers[0])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (`make test-cluster`) groups by GROUPS."""
+    if config.getvalue("dist") == "loadgroup":
+        return GroupsAloneLast(config, log)
+    return None
 
 
 def read_env(env_file: Path) -> dict[str, str]:
