@@ -42,12 +42,14 @@ GROUPS = {
     # Kueue's placement (TAS) counts the GPUs of pods it does not manage, the example stacks' whole-Node pods among
     # them, and does not try a pending job again when they finish: its tests wait forever beside them.
     "test_kueue_controller.py": SHARED_NAMES,
+    "test_status_on_cluster.py": SHARED_NAMES,   # its queued job's pods hold GPUs of the kwok Nodes, as above
     # The admission dry runs share the namespace `admission`, which their module's ApiServer creates and deletes.
     "test_jobset_controller.py::test_every_jobset_of_every_gang_scheduler_and_variant_passes_the_webhooks":
         "jobset-admission",
     "test_jobset_controller.py::test_the_webhooks_refuse_what_they_refuse": "jobset-admission",
     "test_node_agent.py": NODE_AGENT,
     "test_status_node_agent.py": NODE_AGENT,
+    "test_node_agent_faults.py": NODE_AGENT,
 }
 
 
