@@ -91,6 +91,18 @@ def test_a_jobset_group_restarted_twice_completes_under_the_jobset_controller(tm
         done = sorted((r for p in final for r in reports(cluster_env, p, "E2E-DONE")), key=lambda r: r["pod_index"])
         assert [r["weight"] for r in done] == [36.0, 36.0], running.text()   # 12 steps x (1 + 2), none lost or twice
         assert {r["resumed_from"] for r in done} == {4}                        # 2 steps in each failed attempt
+        # What `trainjobs status` tells of it: succeeded, the JobSet's restarts against its max.
+        status = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "status", "-n", "default", "grp",
+                                 "--log-lines", "0"], env=cluster_env, capture_output=True, text=True, timeout=WAIT)
+        lines = status.stdout.splitlines()
+        assert lines[0] == "grp (namespace default): succeeded", status.stdout + status.stderr
+        assert ("  JobSet grp: Completed (AllJobsCompleted: jobset completed successfully); restarts: 2 of maxRestarts 2"
+                in lines), status.stdout
+        data = json.loads(subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "status", "-n", "default", "grp",
+                                          "-o", "json", "--log-lines", "0"], env=cluster_env, capture_output=True,
+                                         text=True, timeout=WAIT).stdout)
+        assert [(j["state"], j["jobset"]["restarts"], j["jobset"]["max_restarts"]) for j in data["jobs"]] == [
+            ("succeeded", 2, 2)]
     finally:
         project.destroy()
         seen = watch.stop()
