@@ -3,11 +3,22 @@ a test asks for."""
 
 import json
 import subprocess
+import time
 import uuid
 
 import pytest
 
 TIMEOUT = 300
+
+
+def until(check, what: str, timeout: float = TIMEOUT):
+    """Polls check() until it returns something true, which it returns; fails after `timeout` s with what it waited
+    for."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"after {timeout} s: {what}"
+        time.sleep(0.5)
+    return value
 
 
 def kubectl(env, *args, stdin=None) -> str:

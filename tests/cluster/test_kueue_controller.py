@@ -10,7 +10,6 @@ own (its LocalQueue is team-llm, the queue the jobs name), sized for what it sho
 import json
 import re
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import pytest
 
 import trainjobs
 from trainjobs.testing import run, run_program
+
+from test_cluster import until
 
 TIMEOUT = 300
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,18 +53,6 @@ def kubectl(env, *args, stdin=None) -> str:
 
 def get(env, *args) -> dict:
     return json.loads(kubectl(env, "get", *args, "-o", "json"))
-
-
-def until(check, what: str):
-    """Polls check() until it returns something true, which it returns; fails after TIMEOUT with what it waited for."""
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"after {TIMEOUT} s: {what}")
-        time.sleep(1)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest
 from test_node_agent import (PROGRAMS, WAIT, agent, deploy, emulated, finished, kubectl,  # noqa: F401 (fixtures)
                              reports, runnable)
 from pulumi_cli import REPO, kubectl_json
+from test_cluster import until
 
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 
@@ -157,15 +158,6 @@ def workload_of(env: dict[str, str], job: dict[str, Any]) -> dict[str, Any] | No
     return None
 
 
-def until(check, what: str):
-    """Polls check() until it returns something true, which it returns."""
-    deadline = time.monotonic() + WAIT
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"after {WAIT} s: {what}"
-        time.sleep(1)
-    return value
-
-
 def admitted(env: dict[str, str], name: str) -> tuple[dict[str, Any], int]:
     """The Job, once Kueue admitted it, and how many pods it admitted."""
     def check():
@@ -173,7 +165,7 @@ def admitted(env: dict[str, str], name: str) -> tuple[dict[str, Any], int]:
         workload = workload_of(env, job)
         assignments = ((workload or {}).get("status", {}).get("admission") or {}).get("podSetAssignments")
         return assignments and (kubectl_json(env, "get", "job", name), sum(a["count"] for a in assignments))
-    return until(check, f"Kueue admits Job {name}")
+    return until(check, f"Kueue admits Job {name}", WAIT)
 
 
 def job_pods(env: dict[str, str], job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -208,7 +200,7 @@ def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job
         first, count = admitted(cluster_env, "ela-node-0")
         assert count == 2 and (first["spec"]["parallelism"], first["spec"]["completions"]) == (2, 2)
         until(lambda: any("E2E-PHASE-DONE 1 of 2" in kubectl(cluster_env, "logs", p["metadata"]["name"]).stdout
-                          for p in job_pods(cluster_env, first)), "2 pods train 3 steps")
+                          for p in job_pods(cluster_env, first)), "2 pods train 3 steps", WAIT)
         started = printed(cluster_env, first, "E2E-START")
         assert {(r["nodes"], r["world"]) for r in started} == {(2, 2)}, running.text()
         assert [p["spec"]["hostname"] for p in job_pods(cluster_env, first)] == ["ela-node-0-0", "ela-node-0-1"]
@@ -275,7 +267,7 @@ def test_an_elastic_job_of_workload_slices_is_admitted_whole_or_waits(tmp_path, 
             conditions = workload.get("status", {}).get("conditions", [])
             return any((c["type"], c["status"], c["reason"]) == ("QuotaReserved", "False", "Pending")
                        for c in conditions) and workload
-        workload = until(pending, "Kueue finds no room for the Job's Workload")
+        workload = until(pending, "Kueue finds no room for the Job's Workload", WAIT)
         (pod_set,) = workload["spec"]["podSets"]
         assert pod_set["count"] == 4 and "minCount" not in pod_set
         assert not workload["status"].get("admission")

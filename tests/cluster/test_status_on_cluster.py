@@ -11,7 +11,6 @@ and reason of its annotations.
 """
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import uuid
 
 import pytest
 
-from test_cluster import TIMEOUT, kubectl
+from test_cluster import TIMEOUT, kubectl, until
 from trainjobs import TorchTrainJob
 from trainjobs.backends.jobset import RESTART_ATTEMPT
 from trainjobs.testing import run
@@ -63,15 +62,6 @@ def apply_job(env, namespace: str, name: str, args: dict, pod_annotations: dict 
 
 def controllers(env) -> set[str]:
     return set(env.get("TRAINJOBS_CLUSTER_CONTROLLERS", "").split(","))
-
-
-def until(check, what: str):
-    """Polls check() until it returns something true, which it returns; fails after TIMEOUT with what it waited for."""
-    deadline = time.monotonic() + TIMEOUT
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"after {TIMEOUT} s: {what}"
-        time.sleep(0.5)
-    return value
 
 
 def get(env, *args) -> dict:
