@@ -14,11 +14,12 @@ PIP := $(UV) --version 2>/dev/null | grep -qx 'uv $(UV_VERSION)' \
 STACK ?= dev
 # The oldest and the newest Python that requires-python admits. `make test` runs on them the tests of what differs
 # between versions, not the whole fast suite (scripts/test-other-pythons names them and says why): every module
-# parsed and imported, argument refusals and hostile inputs (syntax, typing, the interpreter's limits), the CLI
-# (argparse), Pulumi's runtime under mocks (asyncio), run-local's helpers (os, socket, ioctls), each version's
-# wheels of PyYAML, grpcio, cryptography and pulumi-policy, the generated docs and schema (byte-identical) and
-# the docs' code blocks. The derivation rules, schemas, scheduling tables, corpus of bad inputs and properties
-# compute the same on every version and run on the main Python only.
+# imported and the lazy imports (syntax, typing), argument refusals, the hostile inputs that meet the interpreter's
+# limits and Unicode database, the CLI (argparse, a closed pipe), Pulumi's runtime under mocks (asyncio), run-local's
+# helpers (os, socket, ioctls), each version's wheels of PyYAML, grpcio, pydantic, cryptography, pulumi-policy and
+# Kubeflow's models, the programs `trainjobs import` prints, the generated docs and schema (byte-identical) and the
+# docs' Python blocks; in two parts per version. The derivation rules, schemas, scheduling tables, corpus of bad
+# inputs, properties and size and speed tests compute the same on every version and run on the main Python only.
 OTHER_PYTHONS ?= 3.10 3.13
 # Parallel test workers. More than a 2-core machine's cores: the end-to-end tests' two workers mostly wait on
 # their pods, and the longest tests each keep one worker: the two end-to-end groups, each other Python's tests,
