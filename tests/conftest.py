@@ -26,7 +26,7 @@ def pytest_addoption(parser) -> None:
 # The long units, in the order they start: each group of ONE_WORKER and each other Python's part (one test each of
 # tests/test_other_pythons.py). In `make test` at load 12-16 the end-to-end groups take about 1000 s each (mostly
 # waiting on their pods), the other Pythons' parts 190 to 960 s, the installed wheel's tests 500 s, torchtune's
-# 100 s; the rest of the suite is hundreds of modules of seconds each.
+# 100 s; the rest of the suite is thousands of tests of seconds each.
 OTHER_PYTHONS = "tests/test_other_pythons.py::"
 LONG_ORDER = ("host: torch", "host: mpi", OTHER_PYTHONS, "installed", "torchtune")
 
