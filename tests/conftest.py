@@ -23,25 +23,50 @@ def pytest_addoption(parser) -> None:
                           "'3.10 3.13', one test each (tests/test_other_pythons.py)")
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """The other Pythons' suites first: the longest tests start first, so none is left to the end."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_other_pythons.py"))
+# The long units, in the order they start: each group of ONE_WORKER and each other Python's part (one test each of
+# tests/test_other_pythons.py). In `make test` at load 12-16 the end-to-end groups take about 1000 s each (mostly
+# waiting on their pods), the other Pythons' parts 190 to 960 s, the installed wheel's tests 500 s, torchtune's
+# 100 s; the rest of the suite is thousands of tests of seconds each.
+OTHER_PYTHONS = "tests/test_other_pythons.py::"
+LONG_ORDER = ("host: torch", "host: mpi", OTHER_PYTHONS, "installed", "torchtune")
+
+
+def long_rank(scope: str) -> int | None:
+    """The place of a scheduling scope in LONG_ORDER; None for a short one."""
+    key = OTHER_PYTHONS if scope.startswith(OTHER_PYTHONS) else scope
+    return LONG_ORDER.index(key) if key in LONG_ORDER else None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist's scheduling by scope, each group of ONE_WORKER one scope, the biggest sent first.
+    """pytest-xdist's scheduling by scope, each group of ONE_WORKER one scope; the long units first, one per worker.
 
+    xdist sends the scopes with the most tests first, which left each other Python's part (one test) behind the
+    rest. Here a worker gets a long unit whenever it has none unfinished, before any short test: so each starts
+    first on a worker of its own, and short tests fill the other workers and follow. A worker that still has a
+    long unit to finish gets a single short test: an xdist worker starts a test only once it holds the next one
+    (or is told to stop), and what it holds waits behind the long unit. Any other test is a scope of its own.
     By path, not with xdist's `xdist_group` mark: on pytest 9.2 xdist loses that mark's groups
     (pytest-dev/pytest-xdist#1386) and distributes the tests one by one.
     """
     from xdist.scheduler import LoadScopeScheduling
 
-    class Grouped(LoadScopeScheduling):
+    class LongFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return next((group for prefix, group in ONE_WORKER.items() if nodeid.startswith(prefix)), nodeid)
 
-    return Grouped(config, log)
+        def _assign_work_unit(self, node) -> None:
+            longs = sorted((scope for scope in self.workqueue if long_rank(scope) is not None), key=long_rank)
+            shorts = [scope for scope in self.workqueue if long_rank(scope) is None]
+            busy = any(long_rank(scope) is not None and not all(unit.values())
+                       for scope, unit in self.assigned_work[node].items())
+            scope = longs[0] if longs and not (busy and shorts) else shorts[0]
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work[node][scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
+
+    return LongFirst(config, log)
 
 
 @pytest.fixture

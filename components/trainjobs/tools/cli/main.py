@@ -2,6 +2,7 @@
 jobs from Kubeflow Trainer, training-operator v1, the MPI Operator and Volcano, write the policy pack."""
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -145,15 +146,12 @@ IMPORT_MODELS = "kubeflow_trainer_api"
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    try:   # imported here: only this command reads Kubeflow's API models
-        from trainjobs.tools import importer
-        from trainjobs.tools.importer import emit
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != IMPORT_MODELS:
-            raise
+    if importlib.util.find_spec(IMPORT_MODELS) is None:   # the importer imports them where it reads a manifest
         print("error: trainjobs import reads manifests with Kubeflow's API models, which are not installed: "
               "pip install 'trainjobs[import]'", file=sys.stderr)
         return 2
+    from trainjobs.tools import importer   # imported here: only this command imports manifests
+    from trainjobs.tools.importer import emit
 
     try:
         imported = importer.import_files(args.files, allow_dropped=args.allow_dropped, namespace=args.namespace)

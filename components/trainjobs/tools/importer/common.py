@@ -10,7 +10,6 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubeflow_trainer_api.models import IoK8sApiCoreV1PodTemplateSpec
 from pydantic import BaseModel
 
 from trainjobs.core.errors import shown
@@ -143,6 +142,9 @@ def check_keys(findings: Findings, value: Any, known: set[str], path: str, api: 
 
 def check_pod_template(findings: Findings, template: Any, path: str) -> None:
     """A Kubernetes pod template's unknown fields, from the core models Kubeflow publishes."""
+    # Imported here, as the source kinds' modules are: Kubeflow's models take a second of CPU to import.
+    from kubeflow_trainer_api.models import IoK8sApiCoreV1PodTemplateSpec
+
     for where in unknown_fields(template, IoK8sApiCoreV1PodTemplateSpec, path):
         findings.unknown.append(Finding(where, "not a field of a Kubernetes PodTemplateSpec"))
 
