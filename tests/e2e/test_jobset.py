@@ -50,15 +50,20 @@ def test_openmpi_3_hosts_on_a_jobset(mpi_envs, tmp_path):
     assert {p["reason"] for p in nodes if p["phase"] == "Stopped"} <= {"stopped: JobSet three completed"}
 
 
+# The group's training runs as the container's own process (`torchrun=false`): a restart of the whole group needs
+# no torchrun agent in each pod, which would import torch once more per pod and attempt.
+ALONE = ("--config", "torchrun=false")
+
+
 @pytest.mark.usefixtures("torch_ready")
 def test_a_failed_rank_restarts_the_whole_group_which_resumes_from_its_checkpoint(tmp_path):
-    run = run_local(RESILIENCE, "--stack", "group", "--config", "fail_attempts=1", run_dir=tmp_path, limit=240)
+    run = run_local(RESILIENCE, "--stack", "group", *ALONE, "--config", "fail_attempts=1", run_dir=tmp_path, limit=240)
     assert run.returncode == 0, run.output
     assert [(s["state"], s["restarts"]) for s in run.summary["jobsets"]] == [("Completed", 1)]
     attempts = [(p["hostname"], p["phase"], p["reason"]) for p in run.pods()]
-    # Index 1 fails (torchrun exits 1), its Job fails; the JobSet stops index 0 and recreates both.
+    # Index 1 fails (its script exits 3), its Job fails; the JobSet stops index 0 and recreates both.
     assert attempts == [("grp-node-0-0", "Stopped", "stopped: Job failed"),
-                        ("grp-node-0-1", "Failed", "container node exited 1"),
+                        ("grp-node-0-1", "Failed", "container node exited 3"),
                         ("grp-node-0-0", "Succeeded", ""), ("grp-node-0-1", "Succeeded", "")]
     final = done(run)
     assert [r["weight"] for r in final] == [36.0, 36.0]          # 12 steps x (1 + 2): none lost, none twice
@@ -67,7 +72,7 @@ def test_a_failed_rank_restarts_the_whole_group_which_resumes_from_its_checkpoin
 
 @pytest.mark.usefixtures("torch_ready")
 def test_the_group_restarts_at_most_max_restarts_times(tmp_path):
-    run = run_local(RESILIENCE, "--stack", "group", "--config", "fail_attempts=9", run_dir=tmp_path, limit=300)
+    run = run_local(RESILIENCE, "--stack", "group", *ALONE, "--config", "fail_attempts=9", run_dir=tmp_path, limit=300)
     assert run.returncode == 1, run.output
     (jobset,) = run.summary["jobsets"]
     assert jobset["state"] == "Failed" and jobset["restarts"] == 2
