@@ -139,11 +139,12 @@ def test_the_wheel_carries_every_file_the_package_reads_and_no_components_packag
         assert f"{sdist.name.removesuffix('.tar.gz')}/components/trainjobs/{data}" in tarfile.open(sdist).getnames()
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], wheel.parent, RUN_SECONDS)
 
-    listed = run([venv / "bin" / "python", "-m", "pip", "show", "-f", "trainjobs"], venv, RUN_SECONDS).stdout
+    listed = run([venv / "bin" / "python", "-m", "pip", "show", "-f", "trainjobs"], venv, RUN_SECONDS,
+                 user_env(venv)).stdout
     for script in shell_scripts():
         assert f"trainjobs/scripts/{script}" in listed
     site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                    venv, RUN_SECONDS).stdout.strip())
+                    venv, RUN_SECONDS, user_env(venv)).stdout.strip())
     assert not (site / "components").exists()
 
 
