@@ -5,7 +5,11 @@ a `components` package of its own.
 This is what the README's "Using it on a real cluster" asks of a user, not a copy of the in-repo
 tests: the wheel must carry every file the package reads (the containers' shell scripts), install
 no `components` package, and leave the user's own `components` importable beside `trainjobs`.
-Building needs PyPI for the build backend and the wheel's dependencies, as `pip install` does.
+The wheel and sdist are built, and installed, with the project's pinned uv (Makefile): a PEP 517 frontend
+that builds the sdist in an isolated environment and the wheel from it, as `python -m build` does, and an
+installer that takes the wheel's dependencies from its cache (PyPI else) without byte-compiling them all, as
+`pip install` would (pulumi_kubernetes alone has thousands of modules): the processes here write the bytecode
+of what they import, once (docs/performance.md).
 """
 
 import json
@@ -26,6 +30,8 @@ PACKAGE = REPO / "components" / "trainjobs"
 GUIDE = REPO / "docs" / "testing.md"
 # Generous bounds: each is for a step that hangs, not for a slow machine.
 BUILD_SECONDS, INSTALL_SECONDS, RUN_SECONDS = 900, 1800, 600
+# `make`'s pinned uv (Makefile's UV_VERSION), in the virtualenv that runs the tests.
+UV = [sys.executable, "-m", "uv"]
 
 # The user's own package, which Pulumi projects often call `components`.
 USER_COMPONENTS = '''\
@@ -78,9 +84,16 @@ def run(argv: list, cwd: Path, timeout: float, env: dict | None = None) -> subpr
     return done
 
 
+def install(venv: Path, *requirements) -> None:
+    run([*UV, "pip", "install", "--quiet", "--python", venv / "bin" / "python", *requirements], venv.parent,
+        INSTALL_SECONDS)
+
+
 def user_env(venv: Path) -> dict:
-    """A user's shell with the virtualenv activated: nothing of this repository on the import path."""
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
+    """A user's shell with the virtualenv activated: nothing of this repository on the import path, and
+    bytecode written, so that the first process compiles what it imports and the others read it."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE"}}
     env.update(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     return env
 
@@ -90,12 +103,13 @@ def installed(tmp_path_factory):
     """(wheel, sdist, virtualenv, the user's project), built and installed once for the module."""
     root = tmp_path_factory.mktemp("installed")
     source = clean_copy(root / "source")
-    run([sys.executable, "-m", "build", "--outdir", root / "dist", source], root, BUILD_SECONDS)
+    run([*UV, "build", "--quiet", "--python", sys.executable, "--out-dir", root / "dist", source], root,
+        BUILD_SECONDS)
     [wheel], [sdist] = sorted((root / "dist").glob("*.whl")), sorted((root / "dist").glob("*.tar.gz"))
     venv = root / "venv"
+    # A user's virtualenv, with its own pip.
     run([sys.executable, "-m", "venv", venv], root, INSTALL_SECONDS)
-    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel,
-         "pytest>=8,<10"], root, INSTALL_SECONDS)
+    install(venv, wheel, "pytest>=8,<10")
 
     project = root / "project"
     (project / "components").mkdir(parents=True)
@@ -125,11 +139,12 @@ def test_the_wheel_carries_every_file_the_package_reads_and_no_components_packag
         assert f"{sdist.name.removesuffix('.tar.gz')}/components/trainjobs/{data}" in tarfile.open(sdist).getnames()
     run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], wheel.parent, RUN_SECONDS)
 
-    listed = run([venv / "bin" / "python", "-m", "pip", "show", "-f", "trainjobs"], venv, RUN_SECONDS).stdout
+    listed = run([venv / "bin" / "python", "-m", "pip", "show", "-f", "trainjobs"], venv, RUN_SECONDS,
+                 user_env(venv)).stdout
     for script in shell_scripts():
         assert f"trainjobs/scripts/{script}" in listed
     site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                    venv, RUN_SECONDS).stdout.strip())
+                    venv, RUN_SECONDS, user_env(venv)).stdout.strip())
     assert not (site / "components").exists()
 
 
@@ -199,8 +214,7 @@ def test_the_policy_pack_is_written_from_the_installed_package_and_starts(instal
         f"error: pulumi-policy is not installed beside trainjobs in {venv}, so the pack could not run; install it "
         "with: pip install 'trainjobs[policy]'\n"))
     assert not pack.exists()
-    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         f"{wheel}[policy]"], project, INSTALL_SECONDS)
+    install(venv, f"{wheel}[policy]")
     run([venv / "bin" / "trainjobs", "policy-pack", pack], project, RUN_SECONDS, user_env(venv))
     assert f"virtualenv: {venv}\n" in (pack / "PulumiPolicy.yaml").read_text()
     # Pulumi starts the pack as `python __main__.py` in that virtualenv; it prints the port it serves on.
