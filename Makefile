@@ -6,9 +6,8 @@ PY := $(VENV)/bin/python
 # with its CUDA libraries comes to gigabytes). Measured in docs/performance.md.
 UV_VERSION := 0.13.8
 UV := $(VENV)/bin/uv
-# The virtualenv is made without pip (ensurepip cost 7 s of CPU): python3's pip installs uv into it, and uv pip.
 PIP := $(UV) --version 2>/dev/null | grep -qx 'uv $(UV_VERSION)' \
-	|| python3 -m pip --python $(PY) install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
+	|| $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION); \
 	$(UV) pip install --quiet --python $(PY)
 STACK ?= dev
 # The oldest and the newest Python that requires-python admits. `make test` runs on them the tests of what differs
@@ -29,13 +28,13 @@ OUT ?= rendered/$(STACK)
 .PHONY: render test $(OTHER_PYTHONS:%=venv-%) test-system-deps bench clean cluster cluster-down cluster-controllers test-cluster
 
 $(PY):
-	python3 -m venv --without-pip $(VENV)
+	python3 -m venv $(VENV)
 
-# The library alone: enough to render; and pip, which the policy pack's toolchain runs in this virtualenv.
+# The library alone: enough to render.
 # Byte-compiled as pip does (uv would not by default): where PYTHONDONTWRITEBYTECODE is set, every render would
 # compile pulumi's and the others' modules again.
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PIP) --compile-bytecode -e . pip
+	$(PIP) --compile-bytecode -e .
 	touch $@
 
 # Test tools and what the end-to-end tests run in emulated pods (torch's CPU build, ...). Not byte-compiled: the
