@@ -1,5 +1,5 @@
 """How `make test-cluster` spreads the real-engine suite over pytest-xdist workers (tests/cluster/conftest.py): the
-tests of a group on one worker, and the node agent's group last, alone. Checked with xdist's scheduler and
+tests of a group on one worker, and the node agent's group first. Checked with xdist's scheduler and
 stand-in workers, without a cluster."""
 
 import importlib.util
@@ -41,7 +41,7 @@ class Worker:
 def scheduler(workers: list[Worker]):
     config = SimpleNamespace(getvalue=lambda name: {"tx": [f"{len(workers)}*popen"]}[name],
                              option=SimpleNamespace(loadscopereorder=True))
-    sched = cluster_conftest.GroupsAloneLast(config)
+    sched = cluster_conftest.GroupsNodeAgentFirst(config)
     for worker in workers:
         sched.add_node(worker)
         sched.add_node_collection(worker, COLLECTION)
@@ -49,11 +49,9 @@ def scheduler(workers: list[Worker]):
     return sched
 
 
-def finish(sched, worker: Worker, hold_last: bool = False) -> None:
-    """The worker reports the tests it was sent as done; `hold_last`, as an xdist worker does, all but the last,
-    which it runs only once it gets more or is stopped."""
-    todo = [n for n in worker.sent if not sched.assigned_work[worker][sched._split_scope(n)][n]]
-    for nodeid in todo[:-1] if hold_last else todo:
+def finish(sched, worker: Worker) -> None:
+    """The worker reports the tests it was sent as done."""
+    for nodeid in [n for n in worker.sent if not sched.assigned_work[worker][sched._split_scope(n)][n]]:
         sched.mark_test_complete(worker, COLLECTION.index(nodeid))
 
 
@@ -64,21 +62,18 @@ def test_the_groups():
     assert cluster_conftest.group_of("tests/test_changes.py::test_x[jobs-image]") is None
 
 
-def test_a_group_runs_on_one_worker_and_the_node_agents_last_alone():
+def test_a_group_runs_on_one_worker_and_the_node_agents_first_beside_the_others():
     workers = [Worker("gw0"), Worker("gw1"), Worker("gw2")]
     sched = scheduler(workers)
-    assert not any("node_agent" in n for w in workers for n in w.sent)   # held back while the others have work
-    for group in ("changes-jobs", "changes-jobset", "shared-names"):
+    # The first worker starts on the node agent's group, the longest, however few tests it has; the others start
+    # on the other groups at the same time.
+    assert workers[0].sent[:2] == [COLLECTION[0], COLLECTION[-1]]
+    assert all(w.sent and not any("node_agent" in n for n in w.sent) for w in workers[1:])
+    while sched.workqueue:
+        for worker in workers:
+            finish(sched, worker)
+    for group in ("node-agent", "changes-jobs", "changes-jobset", "shared-names"):
         (holder,) = [w for w in workers if any(cluster_conftest.group_of(n) == group for n in w.sent)]
         assert [n for n in holder.sent if cluster_conftest.group_of(n) == group] == [
             n for n in COLLECTION if cluster_conftest.group_of(n) == group]
-    for worker in workers:
-        finish(sched, worker, hold_last=True)
-    # Each worker holds its last test: all but one are stopped, so that they run it; none gets the node agent's.
-    assert [w.shutting_down for w in workers] == [False, True, True]
-    assert not any("node_agent" in n for w in workers for n in w.sent)
-    finish(sched, workers[1])
-    assert not any("node_agent" in n for w in workers for n in w.sent)
-    finish(sched, workers[2])
-    assert [n for n in workers[0].sent if "node_agent" in n] == [COLLECTION[0], COLLECTION[-1]]
-    assert not any("node_agent" in n for w in workers[1:] for n in w.sent)
+    assert sorted(n for w in workers for n in w.sent) == sorted(COLLECTION)

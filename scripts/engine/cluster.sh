@@ -542,6 +542,10 @@ up() {
     --initial-cluster "local=http://127.0.0.1:$peer_port"
   wait_for etcd 60 curl -fsS "http://127.0.0.1:$etcd_port/health"
 
+  # A namespace's annotations place the pods made in it (docs/real-engine.md): PodNodeSelector adds the nodeSelector
+  # of scheduler.alpha.kubernetes.io/node-selector, PodTolerationRestriction the tolerations of
+  # scheduler.alpha.kubernetes.io/defaultTolerations. The node agent's tests run their pods on their own Nodes so.
+  local placement=PodNodeSelector,PodTolerationRestriction
   launch kube-apiserver "$K8S/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -549,6 +553,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --allow-privileged=true \
+    --enable-admission-plugins "$placement" \
     --disable-admission-plugins TaintNodesByCondition
   local server=https://127.0.0.1:$api_port
   kubectl config --kubeconfig "$STATE/kubeconfig" set-cluster local --server "$server" \

@@ -30,8 +30,9 @@ def pytest_ignore_collect(collection_path, config):
 
 
 # What tests share on the cluster, by test file (and, for test_changes.py, by its backend): the tests of a group run
-# on one worker, one after another. The node agent's tests cordon every kwok Node, which would hold every other
-# test's pods: their group runs last, alone (GroupsAloneLast).
+# on one worker, one after another. The node agent's tests each run on Nodes and in a namespace of their own, beside
+# every other test, but train for real on this machine's few cores: one group, started first as it is the longest
+# (GroupsNodeAgentFirst).
 SHARED_NAMES = "shared-names"   # namespaces ml, llm and default, the PriorityClasses, Kueue queues and GPUs of the examples
 NODE_AGENT = "node-agent"
 GROUPS = {
@@ -65,45 +66,25 @@ def group_of(nodeid: str) -> str | None:
     return GROUPS.get(f"{name}::{function}") or GROUPS.get(name)
 
 
-class GroupsAloneLast(LoadScopeScheduling):
+class GroupsNodeAgentFirst(LoadScopeScheduling):
     """xdist's load scheduling by scope, a test's scope being its group (else the test itself); the node agent's
-    group last, alone. (xdist's own xdist_group markers do not group under pytest 9, which no longer lets xdist
-    rename a test.)"""
+    group first. (xdist's own xdist_group markers do not group under pytest 9, which no longer lets xdist rename a
+    test.)"""
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid) or nodeid
 
     def _assign_work_unit(self, node) -> None:
-        others = [scope for scope in self.workqueue if scope != NODE_AGENT]
-        if not others:
-            self._node_agent_alone()
-            return
-        self.workqueue.move_to_end(others[0], last=False)
+        if NODE_AGENT in self.workqueue:
+            self.workqueue.move_to_end(NODE_AGENT, last=False)
         super()._assign_work_unit(node)
-
-    def _reschedule(self, node) -> None:
-        if list(self.workqueue) == [NODE_AGENT]:
-            self._node_agent_alone()
-        else:
-            super()._reschedule(node)
-
-    def _node_agent_alone(self) -> None:
-        """Once the node agent's group is all that is left: every worker but one stops (a worker runs the last test
-        it was sent only when it gets more or is stopped), and the one left gets the group when they have."""
-        workers = [node for node in self.assigned_work if not node.shutting_down]
-        if not workers:
-            return
-        for other in workers[1:]:
-            other.shutdown()
-        if not any(self._pending_of(work) for node, work in self.assigned_work.items() if node is not workers[0]):
-            super()._assign_work_unit(workers[0])
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup` (`make test-cluster`) groups by GROUPS."""
     if config.getvalue("dist") == "loadgroup":
-        return GroupsAloneLast(config, log)
+        return GroupsNodeAgentFirst(config, log)
     return None
 
 

@@ -3,8 +3,9 @@ by the agent with its real program (torch, a fatal exit code, a preempted worker
 controller. Each end is compared with what `trainjobs run-local`'s emulation of the Job controller says of the same
 program and stack: they must agree.
 
-The agent's Nodes are the only schedulable ones while a test runs: the cluster's kwok Nodes are cordoned, and
-uncordoned after. Needs root (network namespaces) and torch, as the e2e tests do."""
+Each test has Nodes of its own, labelled and tainted trainjobs.dev/agent=<its namespace>, and a namespace of its own
+whose pods the API server places on them only (`namespace`): the tests run beside every other test of the cluster,
+whose pods land on the kwok Nodes. Needs root (network namespaces) and torch, as the e2e tests do."""
 
 import importlib.util
 import json
@@ -13,16 +14,23 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from pulumi_cli import REPO, Project, kubectl_json, run
 from trainjobs.localrun import host_problems
 
 PROGRAMS = REPO / "tests" / "e2e" / "programs"
 WAIT = 600   # generous: a busy 2-core machine alone must never fail a test
+AGENT = "trainjobs.dev/agent"   # the label and taint of a test's Nodes, its value the test's namespace
+# The namespace annotations by which the API server's admission plugins PodNodeSelector and PodTolerationRestriction
+# (enabled in scripts/engine/cluster.sh) add a nodeSelector and tolerations to each pod made in the namespace.
+NODE_SELECTOR = "scheduler.alpha.kubernetes.io/node-selector"
+DEFAULT_TOLERATIONS = "scheduler.alpha.kubernetes.io/defaultTolerations"
 
 
 @pytest.fixture(autouse=True)
@@ -38,18 +46,48 @@ def kubectl(env: dict[str, str], *args: str, check: bool = True) -> subprocess.C
     return run(["kubectl", *args], REPO, env, check)
 
 
-class Agent:
-    """A `trainjobs node-agent` process with `nodes` Nodes, stopped (SIGTERM) at the end of the test."""
+@pytest.fixture
+def namespace(cluster_env) -> Iterator[str]:
+    """A namespace of the test's own, whose pods select and tolerate the test's Nodes (`Agent`): they land there and
+    nowhere else, and no other pod lands on those Nodes. Deleted after the test."""
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    toleration = {"key": AGENT, "operator": "Equal", "value": name, "effect": "NoSchedule"}
+    created = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": {
+        NODE_SELECTOR: f"{AGENT}={name}", DEFAULT_TOLERATIONS: json.dumps([toleration])}}}
+    subprocess.run(["kubectl", "create", "-f", "-"], input=json.dumps(created), cwd=REPO, env=cluster_env, check=True,
+                   capture_output=True, text=True)
+    try:
+        yield name
+    finally:
+        kubectl(cluster_env, "delete", "namespace", name, "--wait=false", check=False)
 
-    def __init__(self, env: dict[str, str], run_dir: Path, *args: str, nodes: int = 2):
-        self.env, self.run_dir, self.nodes = env, run_dir, [f"agent-{i}" for i in range(nodes)]
+
+@pytest.fixture
+def env(cluster_env, namespace, tmp_path) -> dict[str, str]:
+    """The cluster's env with a kubeconfig whose context's namespace is the test's: kubectl works in it."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(kubectl(cluster_env, "config", "view", "--raw", "--flatten").stdout)
+    env = {**cluster_env, "KUBECONFIG": str(kubeconfig)}
+    kubectl(env, "config", "set-context", "--current", "--namespace", namespace)
+    return env
+
+
+class Agent:
+    """A `trainjobs node-agent` process with `nodes` Nodes of the test's own (named, labelled and tainted after its
+    namespace), stopped (SIGTERM) at the end of the test."""
+
+    def __init__(self, env: dict[str, str], run_dir: Path, namespace: str, *args: str, nodes: int = 2):
+        self.env, self.run_dir, self.namespace = env, run_dir, namespace
+        self.nodes = [f"{namespace}-{i}" for i in range(nodes)]
         self.output = run_dir / "agent.out"
         run_dir.mkdir(parents=True, exist_ok=True)
         env = {**env, "PYTHONPATH": str(REPO / "components")}
         with open(self.output, "wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "trainjobs.tools.cli", "node-agent", "--nodes", str(nodes), "--node-prefix",
-                 "agent", "--run-dir", str(run_dir), *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+                 namespace, "--node-labels", f"{AGENT}={namespace}", "--register-with-taints",
+                 f"{AGENT}={namespace}:NoSchedule", "--run-dir", str(run_dir), *args],
+                env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while not self.ready():
             assert self.process.poll() is None, self.text()
@@ -57,7 +95,7 @@ class Agent:
             time.sleep(0.5)
 
     def ready(self) -> bool:
-        listed = kubectl(self.env, "get", "nodes", "-o", "json").stdout
+        listed = kubectl(self.env, "get", "nodes", "-l", f"{AGENT}={self.namespace}", "-o", "json").stdout
         ready = {n["metadata"]["name"] for n in json.loads(listed)["items"]
                  if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
         return set(self.nodes) <= ready
@@ -76,13 +114,12 @@ class Agent:
 
 
 @pytest.fixture
-def agent(cluster_env, tmp_path) -> Iterator:
-    """Starts the agent with the given flags; the kwok Nodes are cordoned meanwhile."""
+def agent(env, namespace, tmp_path) -> Iterator:
+    """Starts the agent with the given flags, its Nodes the test's own."""
     started: list[Agent] = []
-    kubectl(cluster_env, "cordon", "-l", "type=kwok")
 
     def start(*args: str) -> Agent:
-        started.append(Agent(cluster_env, tmp_path / "agent", *args))
+        started.append(Agent(env, tmp_path / "agent", namespace, *args))
         return started[-1]
 
     try:
@@ -90,19 +127,23 @@ def agent(cluster_env, tmp_path) -> Iterator:
     finally:
         for a in started:
             a.stop()
-        kubectl(cluster_env, "uncordon", "-l", "type=kwok", check=False)
 
 
-def deploy(tmp_path: Path, env: dict[str, str], program: str, stack: str, **config: str) -> Project:
-    """`pulumi up` of an e2e program's stack (its config, and `config` over it), in the default namespace; destroyed
-    by the caller."""
+def deploy(tmp_path: Path, env: dict[str, str], namespace: str, program: str, stack: str, **config: str) -> Project:
+    """`pulumi up` of an e2e program's stack (its config, and `config` over it), into `namespace`: the provider's
+    default namespace (`kubernetes:namespace`), as the programs set none; destroyed by the caller."""
     source = PROGRAMS / program
     name = next(line.split(": ", 1)[1] for line in (source / "Pulumi.yaml").read_text().splitlines()
                 if line.startswith("name: "))
     project = Project.create(tmp_path / "project", env, stack, name, {f.name: f for f in source.glob("*.py")})
-    extra = "".join(f"  {name}:{key}: {json.dumps(value)}\n" for key, value in config.items())
-    project.write_stack_file((source / f"Pulumi.{stack}.yaml").read_text() + extra)
+    stack_config = yaml.safe_load((source / f"Pulumi.{stack}.yaml").read_text())["config"]
+    project.set_config({**stack_config, **{f"{name}:{key}": value for key, value in config.items()},
+                        "kubernetes:namespace": namespace})
     project.up()
+    placed = {f"{r['outputs']['kind']}/{r['outputs']['metadata']['name']}": r["outputs"]["metadata"].get("namespace")
+              for r in json.loads(project.pulumi("stack", "export").stdout)["deployment"]["resources"]
+              if r["type"].startswith("kubernetes:")}
+    assert placed and set(placed.values()) == {namespace}, placed
     return project
 
 
@@ -146,14 +187,14 @@ def emulated(tmp_path: Path, program: str, stack: str, *args: str) -> dict[str, 
     return json.loads(summary.read_text()) | {"output": done.stdout + done.stderr}
 
 
-def test_torch_static_2x2_completes_under_the_job_controller(tmp_path, cluster_env, agent):
+def test_torch_static_2x2_completes_under_the_job_controller(tmp_path, env, namespace, agent):
     running = agent()
-    project = deploy(tmp_path, cluster_env, "torch", "static")
+    project = deploy(tmp_path, env, namespace, "torch", "static")
     try:
-        job = finished(cluster_env, "e2e-static-node-0")
+        job = finished(env, "e2e-static-node-0")
         assert condition(job, "Complete"), (job["status"], running.text())
         assert job["status"]["succeeded"] == 2 and not job["status"].get("failed")
-        found = pods(cluster_env, "e2e-static-node-0")
+        found = pods(env, "e2e-static-node-0")
         assert [(p["spec"]["hostname"], p["status"]["phase"]) for p in found] == [
             ("e2e-static-node-0-0", "Succeeded"), ("e2e-static-node-0-1", "Succeeded")]
         assert {p["spec"]["nodeName"] for p in found} <= set(running.nodes)
@@ -161,7 +202,7 @@ def test_torch_static_2x2_completes_under_the_job_controller(tmp_path, cluster_e
             (main,) = pod["status"]["containerStatuses"]
             assert main["state"]["terminated"]["exitCode"] == 0 and main["state"]["terminated"]["reason"] == "Completed"
             assert pod["status"]["podIP"]
-        ranks = sorted((r for p in found for r in reports(cluster_env, p, "E2E-RANK")), key=lambda r: r["rank"])
+        ranks = sorted((r for p in found for r in reports(env, p, "E2E-RANK")), key=lambda r: r["rank"])
         assert [r["rank"] for r in ranks] == [0, 1, 2, 3], running.text()
         assert {(r["world_size"], r["master_addr"], r["all_reduce"]) for r in ranks} == {
             (4, "e2e-static-node-0-0.e2e-static", 10.0)}
@@ -172,19 +213,20 @@ def test_torch_static_2x2_completes_under_the_job_controller(tmp_path, cluster_e
     assert (local_job["state"], local_job["succeeded"], local_job["failed_pods"]) == ("Complete", [0, 1], 0), local["output"]
 
 
-def test_torch_c10d_2x2_completes_under_the_job_controller(tmp_path, cluster_env, agent):
+def test_torch_c10d_2x2_completes_under_the_job_controller(tmp_path, env, namespace, agent):
     running = agent()
-    project = deploy(tmp_path, cluster_env, "torch", "c10d")
+    addresses = [f"e2e-c10d-node-0-{i}.e2e-c10d.{namespace}.svc.cluster.local" for i in (0, 1)]
+    project = deploy(tmp_path, env, namespace, "torch", "c10d", expect_master_addr=",".join(addresses))
     try:
-        job = finished(cluster_env, "e2e-c10d-node-0")
+        job = finished(env, "e2e-c10d-node-0")
         assert condition(job, "Complete"), (job["status"], running.text())
-        found = pods(cluster_env, "e2e-c10d-node-0")
+        found = pods(env, "e2e-c10d-node-0")
         assert [p["status"]["phase"] for p in found] == ["Succeeded", "Succeeded"]
-        ranks = sorted((r for p in found for r in reports(cluster_env, p, "E2E-RANK")), key=lambda r: r["rank"])
+        ranks = sorted((r for p in found for r in reports(env, p, "E2E-RANK")), key=lambda r: r["rank"])
         assert [r["rank"] for r in ranks] == [0, 1, 2, 3], running.text()
         leader = next(r for r in ranks if r["rank"] == 0)   # c10d: the FQDN of the pod whose agent leads
         assert {(r["world_size"], r["master_addr"], r["all_reduce"]) for r in ranks} == {
-            (4, f"e2e-c10d-node-0-{leader['pod_index']}.e2e-c10d.default.svc.cluster.local", 10.0)}
+            (4, addresses[leader["pod_index"]], 10.0)}
     finally:
         project.destroy()
     local = emulated(tmp_path, "torch", "c10d")
@@ -192,26 +234,26 @@ def test_torch_c10d_2x2_completes_under_the_job_controller(tmp_path, cluster_env
     assert (local_job["state"], local_job["succeeded"], local_job["failed_pods"]) == ("Complete", [0, 1], 0), local["output"]
 
 
-def test_openmpi_3_hosts_completes_under_the_job_controller(tmp_path, cluster_env, agent):
+def test_openmpi_3_hosts_completes_under_the_job_controller(tmp_path, env, namespace, agent):
     """mpirun over SSH from the launcher's pod to 3 worker pods x 2 slots, with Debian's OpenMPI 4."""
     venv = Path(os.environ.get("TRAINJOBS_MPI_ENVS", "/var/cache/trainjobs-e2e/mpi")) / "ompi4"
     if not (venv / "bin" / "python").exists() or not Path("/usr/sbin/sshd").exists():
         pytest.skip(f"no OpenMPI environment at {venv} or no sshd: scripts/mpi-e2e-envs sets it up (`make test` does)")
     running = agent()
     config = {"mpi_venv": str(venv), "launcher": "mpirun"}
-    project = deploy(tmp_path, cluster_env, "mpi", "three-hosts", **config,
+    project = deploy(tmp_path, env, namespace, "mpi", "three-hosts", **config,
                      ssh_private_key=(REPO / "tests" / "mpi_keys" / "ed25519").read_text())
     try:
-        jobs = {name: finished(cluster_env, name) for name in ("three-launcher-0", "three-node-0")}
+        jobs = {name: finished(env, name) for name in ("three-launcher-0", "three-node-0")}
         for name, job in jobs.items():
             assert condition(job, "Complete"), (name, job["status"], running.text())
-        (launcher,) = pods(cluster_env, "three-launcher-0")
-        reported = reports(cluster_env, launcher, "E2E-MPI")
+        (launcher,) = pods(env, "three-launcher-0")
+        reported = reports(env, launcher, "E2E-MPI")
         assert len(reported) == 1, running.text()
         seen = reported[0]
         assert seen["size"] == 6 and seen["allreduce"] == seen["expected"], seen
         assert sorted(r["hostname"] for r in seen["ranks"]) == sorted(f"three-node-0-{i}" for i in range(3) for _ in "ab")
-        assert all(p["status"]["phase"] == "Succeeded" for p in pods(cluster_env, "three-node-0"))
+        assert all(p["status"]["phase"] == "Succeeded" for p in pods(env, "three-node-0"))
     finally:
         project.destroy()
     local = emulated(tmp_path, "mpi", "three-hosts", *(a for k, v in config.items() for a in ("--config", f"{k}={v}")))
@@ -219,19 +261,19 @@ def test_openmpi_3_hosts_completes_under_the_job_controller(tmp_path, cluster_en
                                                                 ("three-node-0", "Complete")}, local["output"]
 
 
-def test_a_fatal_exit_code_fails_the_job_at_once(tmp_path, cluster_env, agent):
+def test_a_fatal_exit_code_fails_the_job_at_once(tmp_path, env, namespace, agent):
     """podFailurePolicy FailJob on exit code 42: the Job fails with its first failed pod, backoff_limit 3 aside."""
     running = agent()
-    project = deploy(tmp_path, cluster_env, "resilience", "fatal")
+    project = deploy(tmp_path, env, namespace, "resilience", "fatal")
     try:
-        job = finished(cluster_env, "fatal-node-0")
+        job = finished(env, "fatal-node-0")
         failed = condition(job, "Failed")
         assert failed and failed["reason"] == "PodFailurePolicy", (job["status"], running.text())
-        found = pods(cluster_env, "fatal-node-0")
+        found = pods(env, "fatal-node-0")
         (culprit,) = [p for p in found if p["metadata"]["annotations"][   # no second attempt of index 1
             "batch.kubernetes.io/job-completion-index"] == "1"]
-        assert failed["message"] == (f"Container node for pod default/{culprit['metadata']['name']} failed with exit "
-                                     "code 42 matching FailJob rule at index 1")
+        assert failed["message"] == (f"Container node for pod {namespace}/{culprit['metadata']['name']} failed with "
+                                     "exit code 42 matching FailJob rule at index 1")
         (main,) = culprit["status"]["containerStatuses"]
         assert (main["state"]["terminated"]["exitCode"], main["state"]["terminated"]["reason"]) == (42, "Error")
         # The culprit and pod 0, which the controller deleted as the Job failed: both count as failed.
@@ -246,23 +288,23 @@ def test_a_fatal_exit_code_fails_the_job_at_once(tmp_path, cluster_env, agent):
                                    "exit code 42 matching FailJob rule at index 1")
 
 
-def test_a_preempted_worker_is_not_counted_and_training_resumes(tmp_path, cluster_env, agent):
+def test_a_preempted_worker_is_not_counted_and_training_resumes(tmp_path, env, namespace, agent):
     """backoff_limit 0: the preempted pod (DisruptionTarget) is ignored by the default failure policy, replaced, and
     training resumes from its checkpoint on the claim."""
     running = agent("--disrupt", "pre-node-0-1@output:E2E-STEP 4 ")
-    project = deploy(tmp_path, cluster_env, "resilience", "preempt")
+    project = deploy(tmp_path, env, namespace, "resilience", "preempt")
     try:
-        job = finished(cluster_env, "pre-node-0")
+        job = finished(env, "pre-node-0")
         assert condition(job, "Complete"), (job["status"], running.text())
         assert not job["status"].get("failed")
-        found = pods(cluster_env, "pre-node-0")
+        found = pods(env, "pre-node-0")
         assert [(p["spec"]["hostname"], p["status"]["phase"]) for p in found] == [
             ("pre-node-0-0", "Succeeded"), ("pre-node-0-1", "Failed"), ("pre-node-0-1", "Succeeded")]
         preempted = found[1]
         disruption = next(c for c in preempted["status"]["conditions"] if c["type"] == "DisruptionTarget")
         assert (disruption["status"], disruption["reason"]) == ("True", "TerminationByKubelet")
         assert preempted["status"]["reason"] == "Preempting"
-        done = sorted((r for p in (found[0], found[2]) for r in reports(cluster_env, p, "E2E-DONE")),
+        done = sorted((r for p in (found[0], found[2]) for r in reports(env, p, "E2E-DONE")),
                       key=lambda r: r["pod_index"])
         assert [r["weight"] for r in done] == [36.0, 36.0], running.text()   # no step lost, none done twice
         assert done[0]["resumed_from"] == done[1]["resumed_from"] >= 4      # from the checkpoint, not step 0

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from test_node_agent import (PROGRAMS, WAIT, agent, deploy, emulated, finished, kubectl,  # noqa: F401 (fixtures)
-                             reports, runnable)
+from test_node_agent import (PROGRAMS, WAIT, agent, deploy, emulated, env, finished, kubectl,  # noqa: F401
+                             namespace, reports, runnable)
 from pulumi_cli import REPO, kubectl_json
 from test_cluster import until
 
@@ -77,30 +77,30 @@ def exit_code(pod: dict[str, Any]) -> int | None:
     return (main.get("state", {}).get("terminated") or {}).get("exitCode")
 
 
-def test_a_jobset_group_restarted_twice_completes_under_the_jobset_controller(tmp_path, cluster_env, agent):
+def test_a_jobset_group_restarted_twice_completes_under_the_jobset_controller(tmp_path, env, namespace, agent):
     """failurePolicy maxRestarts 2; pod index 1 fails its first two attempts (counted on the claim), each failure
     fails its Job and the JobSet controller restarts the whole group; the third attempt trains to the end."""
     running = agent()
-    watch = PodWatch(cluster_env, "jobset.sigs.k8s.io/jobset-name=grp")
-    project = deploy(tmp_path, cluster_env, "resilience", "group", fail_attempts="2")
+    watch = PodWatch(env, "jobset.sigs.k8s.io/jobset-name=grp")
+    project = deploy(tmp_path, env, namespace, "resilience", "group", fail_attempts="2")
     try:
-        jobset = jobset_finished(cluster_env, "grp")
+        jobset = jobset_finished(env, "grp")
         completed = next((c for c in jobset["status"]["conditions"] if c["type"] == "Completed"), None)
         assert completed and completed["status"] == "True", (jobset["status"], running.text())
         assert jobset["status"]["restarts"] == 2
-        final = kubectl_json(cluster_env, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=grp")["items"]
-        done = sorted((r for p in final for r in reports(cluster_env, p, "E2E-DONE")), key=lambda r: r["pod_index"])
+        final = kubectl_json(env, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=grp")["items"]
+        done = sorted((r for p in final for r in reports(env, p, "E2E-DONE")), key=lambda r: r["pod_index"])
         assert [r["weight"] for r in done] == [36.0, 36.0], running.text()   # 12 steps x (1 + 2), none lost or twice
         assert {r["resumed_from"] for r in done} == {4}                        # 2 steps in each failed attempt
         # What `trainjobs status` tells of it: succeeded, the JobSet's restarts against its max.
-        status = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "status", "-n", "default", "grp",
-                                 "--log-lines", "0"], env=cluster_env, capture_output=True, text=True, timeout=WAIT)
+        status = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "status", "-n", namespace, "grp",
+                                 "--log-lines", "0"], env=env, capture_output=True, text=True, timeout=WAIT)
         lines = status.stdout.splitlines()
-        assert lines[0] == "grp (namespace default): succeeded", status.stdout + status.stderr
+        assert lines[0] == f"grp (namespace {namespace}): succeeded", status.stdout + status.stderr
         assert ("  JobSet grp: Completed (AllJobsCompleted: jobset completed successfully); restarts: 2 of maxRestarts 2"
                 in lines), status.stdout
-        data = json.loads(subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "status", "-n", "default", "grp",
-                                          "-o", "json", "--log-lines", "0"], env=cluster_env, capture_output=True,
+        data = json.loads(subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "status", "-n", namespace, "grp",
+                                          "-o", "json", "--log-lines", "0"], env=env, capture_output=True,
                                          text=True, timeout=WAIT).stdout)
         assert [(j["state"], j["jobset"]["restarts"], j["jobset"]["max_restarts"]) for j in data["jobs"]] == [
             ("succeeded", 2, 2)]
@@ -123,19 +123,19 @@ def test_a_jobset_group_restarted_twice_completes_under_the_jobset_controller(tm
 
 
 class Queue:
-    """A ResourceFlavor, ClusterQueue and LocalQueue (in namespace default), all named `name`, with a quota of `cpus`
-    CPUs: only the CPUs each pod requests count."""
+    """A ResourceFlavor, ClusterQueue and LocalQueue (in `namespace`, whose jobs alone the ClusterQueue admits), all
+    named `name`, with a quota of `cpus` CPUs: only the CPUs each pod requests count."""
 
-    def __init__(self, env: dict[str, str], name: str, cpus: int):
-        self.env, self.name = env, name
+    def __init__(self, env: dict[str, str], namespace: str, name: str, cpus: int):
+        self.env, self.namespace, self.name = env, namespace, name
         objects = [
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}},
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
                     {"name": name, "resources": [{"name": "cpu", "nominalQuota": str(cpus)}]}]}]}},
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": name, "namespace": "default"}, "spec": {"clusterQueue": name}}]
+             "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": name}}]
         subprocess.run(["kubectl", "apply", "-f", "-"], input=json.dumps({"apiVersion": "v1", "kind": "List",
                        "items": objects}), cwd=REPO, env=env, check=True, capture_output=True, text=True)
 
@@ -145,7 +145,7 @@ class Queue:
         kubectl(self.env, "patch", "clusterqueue", self.name, "--type=json", "-p", json.dumps(patch))
 
     def delete(self) -> None:
-        for kind, *where in (("localqueue", "-n", "default"), ("clusterqueue",), ("resourceflavor",)):
+        for kind, *where in (("localqueue", "-n", self.namespace), ("clusterqueue",), ("resourceflavor",)):
             kubectl(self.env, "delete", f"{kind}.kueue.x-k8s.io", self.name, *where, "--ignore-not-found", "--wait",
                     check=False)
 
@@ -186,32 +186,32 @@ def run_local(tmp_path: Path, config: dict[str, str], *args: str) -> subprocess.
         env={**os.environ, "PYTHONPATH": str(REPO / "components")}, capture_output=True, text=True, timeout=WAIT)
 
 
-def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job(tmp_path, cluster_env, agent):
+def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job(tmp_path, env, namespace, agent):
     """num_nodes "2:4", partial admission, 1 CPU a pod, under a ClusterQueue of 2 CPUs: Kueue admits 2 pods and
     rewrites the Job to 2; c10d trains on 2. Kueue v0.17 never grows an admitted Job: with the quota raised to 4 it
     stays at 2. What the project documents instead (scheduling.md): `pulumi up --replace` the Job, which Kueue
     admits whole, and the rendezvous forms on 4, resuming from the checkpoint on the claim."""
-    queue = Queue(cluster_env, f"faults-{uuid.uuid4().hex[:8]}", cpus=2)
+    queue = Queue(env, namespace, f"faults-{uuid.uuid4().hex[:8]}", cpus=2)
     running = agent()
     config = {"phases": "2,4", "elastic_admission": "partial", "queue": queue.name, "pod_cpus": "1"}
     project = None
     try:
-        project = deploy(tmp_path, cluster_env, "elastic", "grow", **config)
-        first, count = admitted(cluster_env, "ela-node-0")
+        project = deploy(tmp_path, env, namespace, "elastic", "grow", **config)
+        first, count = admitted(env, "ela-node-0")
         assert count == 2 and (first["spec"]["parallelism"], first["spec"]["completions"]) == (2, 2)
-        until(lambda: any("E2E-PHASE-DONE 1 of 2" in kubectl(cluster_env, "logs", p["metadata"]["name"]).stdout
-                          for p in job_pods(cluster_env, first)), "2 pods train 3 steps", WAIT)
-        started = printed(cluster_env, first, "E2E-START")
+        until(lambda: any("E2E-PHASE-DONE 1 of 2" in kubectl(env, "logs", p["metadata"]["name"]).stdout
+                          for p in job_pods(env, first)), "2 pods train 3 steps", WAIT)
+        started = printed(env, first, "E2E-START")
         assert {(r["nodes"], r["world"]) for r in started} == {(2, 2)}, running.text()
-        assert [p["spec"]["hostname"] for p in job_pods(cluster_env, first)] == ["ela-node-0-0", "ela-node-0-1"]
+        assert [p["spec"]["hostname"] for p in job_pods(env, first)] == ["ela-node-0-0", "ela-node-0-1"]
 
         queue.set_cpus(4)
         time.sleep(20)   # time for Kueue to see the room; it does not grow the admitted Job
-        job, count = admitted(cluster_env, "ela-node-0")
+        job, count = admitted(env, "ela-node-0")
         assert job["metadata"]["uid"] == first["metadata"]["uid"] and count == 2
         assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (2, 2)
         # Nor does it let the running Job be grown by hand: its webhook refuses the new parallelism.
-        grown = kubectl(cluster_env, "patch", "job", "ela-node-0", "--type=merge", "-p",
+        grown = kubectl(env, "patch", "job", "ela-node-0", "--type=merge", "-p",
                         json.dumps({"spec": {"parallelism": 4, "completions": 4}}), check=False)
         assert grown.returncode != 0 and ("spec.parallelism: Forbidden: cannot change when partial admission is "
                                           "enabled and the job is not suspended") in grown.stderr, grown.stderr
@@ -219,15 +219,15 @@ def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job
         export = json.loads(project.pulumi("stack", "export").stdout)
         (urn,) = [r["urn"] for r in export["deployment"]["resources"] if r["type"] == "kubernetes:batch/v1:Job"]
         project.pulumi("up", "--yes", "--skip-preview", "--replace", urn)
-        second, count = admitted(cluster_env, "ela-node-0")   # `up` returns once the new Job exists
+        second, count = admitted(env, "ela-node-0")   # `up` returns once the new Job exists
         assert second["metadata"]["uid"] != first["metadata"]["uid"]
         assert count == 4 and (second["spec"]["parallelism"], second["spec"]["completions"]) == (4, 4)
-        done = finished(cluster_env, "ela-node-0")
+        done = finished(env, "ela-node-0")
         assert done["metadata"]["uid"] == second["metadata"]["uid"]
         assert done["status"]["succeeded"] == 4 and not done["status"].get("failed"), (done["status"], running.text())
-        rounds = printed(cluster_env, second, "E2E-START")
+        rounds = printed(env, second, "E2E-START")
         assert rounds and rounds[-1]["world"] == 4 and rounds[0]["resumed_from"] >= 3, rounds
-        final = sorted(printed(cluster_env, second, "E2E-DONE"), key=lambda r: r["rank"])
+        final = sorted(printed(env, second, "E2E-DONE"), key=lambda r: r["rank"])
         assert [(r["rank"], r["world"]) for r in final] == [(0, 4), (1, 4), (2, 4), (3, 4)], running.text()
         assert sorted(r["pod_index"] for r in final) == [0, 1, 2, 3]
         (grown_at,) = {r["seen"][1][1] for r in final}
@@ -252,18 +252,18 @@ def test_an_elastic_job_admitted_with_2_pods_under_kueue_grows_to_4_as_a_new_job
         local["output"]
 
 
-def test_an_elastic_job_of_workload_slices_is_admitted_whole_or_waits(tmp_path, cluster_env):
+def test_an_elastic_job_of_workload_slices_is_admitted_whole_or_waits(tmp_path, env, namespace):
     """elastic_admission slices (no job-min-parallelism: the Workload's pod set has no minCount) under a ClusterQueue
     of 2 CPUs for 4 pods of 1: Kueue admits none of it, and run-local's `--admit` of 2 of its pods is refused."""
-    queue = Queue(cluster_env, f"faults-{uuid.uuid4().hex[:8]}", cpus=2)
+    queue = Queue(env, namespace, f"faults-{uuid.uuid4().hex[:8]}", cpus=2)
     config = {"elastic_admission": "slices", "queue": queue.name, "pod_cpus": "1"}
     project = None
     try:
-        project = deploy(tmp_path, cluster_env, "elastic", "grow", **config)
-        job = kubectl_json(cluster_env, "get", "job", "ela-node-0")
+        project = deploy(tmp_path, env, namespace, "elastic", "grow", **config)
+        job = kubectl_json(env, "get", "job", "ela-node-0")
 
         def pending():
-            workload = workload_of(cluster_env, job) or {}
+            workload = workload_of(env, job) or {}
             conditions = workload.get("status", {}).get("conditions", [])
             return any((c["type"], c["status"], c["reason"]) == ("QuotaReserved", "False", "Pending")
                        for c in conditions) and workload
@@ -271,9 +271,9 @@ def test_an_elastic_job_of_workload_slices_is_admitted_whole_or_waits(tmp_path, 
         (pod_set,) = workload["spec"]["podSets"]
         assert pod_set["count"] == 4 and "minCount" not in pod_set
         assert not workload["status"].get("admission")
-        job = kubectl_json(cluster_env, "get", "job", "ela-node-0")
+        job = kubectl_json(env, "get", "job", "ela-node-0")
         assert job["spec"]["suspend"] is True and job["spec"]["parallelism"] == 4
-        assert not job_pods(cluster_env, job)
+        assert not job_pods(env, job)
     finally:
         if project:
             project.destroy()

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from pulumi_cli import REPO
-from test_node_agent import WAIT, agent, deploy, finished, kubectl, pods, runnable  # noqa: F401  (fixtures)
+from test_node_agent import (WAIT, agent, deploy, env, finished, kubectl, namespace, pods,  # noqa: F401 (fixtures)
+                             runnable)
 from test_status_on_cluster import normalised
 
 POLL = "0.5"
@@ -33,7 +34,7 @@ def cli_env(env: dict[str, str]) -> dict[str, str]:
 
 def table(text: str) -> str:
     """`normalised`, and the node each pod got (the scheduler picks one of the agent's two) as <node>."""
-    return re.sub(r"\bagent-[01]\b", "<node>", normalised(text))
+    return re.sub(r"\bagent-[0-9a-f]{8}-[01]\b", "<node>", normalised(text))
 
 
 def timeless(data):
@@ -46,27 +47,27 @@ def timeless(data):
     return re.sub(r"(-\d+)-[b-df-hj-np-tv-z2-9]{5}\b", r"\1-<id>", data) if isinstance(data, str) else data
 
 
-def test_status_wait_and_logs_of_a_4_rank_torch_job(tmp_path, cluster_env, agent):
+def test_status_wait_and_logs_of_a_4_rank_torch_job(tmp_path, env, namespace, agent):
     """2 pods x 2 torchrun workers: `wait` sees it complete, `logs` prints each pod's lines after its rank, with the
     4 ranks' reports in them, read through the API server from the agent's log endpoint."""
     running = agent()
-    project = deploy(tmp_path, cluster_env, "torch", "static")
+    project = deploy(tmp_path, env, namespace, "torch", "static")
     try:
-        done = trainjobs(cluster_env, "wait", "e2e-static", "-n", "default", "--poll", POLL)
+        done = trainjobs(env, "wait", "e2e-static", "-n", namespace, "--poll", POLL)
         assert (done.returncode, done.stdout, done.stderr) == (0, "e2e-static: succeeded (complete reached)\n", ""), \
             running.text()
-        other = trainjobs(cluster_env, "wait", "e2e-static", "-n", "default", "--for", "failed", "--poll", POLL)
+        other = trainjobs(env, "wait", "e2e-static", "-n", namespace, "--for", "failed", "--poll", POLL)
         assert (other.returncode, other.stdout) == (3, "e2e-static: succeeded, not failed\n")
-        status = trainjobs(cluster_env, "status", "e2e-static", "-n", "default")
+        status = trainjobs(env, "status", "e2e-static", "-n", namespace)
         assert table(status.stdout) == table(
-            "e2e-static (namespace default): succeeded\n"
+            f"e2e-static (namespace {namespace}): succeeded\n"
             "  role node, Job e2e-static-node-0: Complete (CompletionsReached: Reached expected number of succeeded "
             "pods)\n"
             "    pods: 2 Succeeded; backoff: 0 failed pods of backoffLimit 0\n"
             "    RANK  POD  PHASE  RESTARTS  AGE  NODE  EXIT  REASON\n"
             "    e2e-static-node-0-0  e2e-static-node-0-0-<id>  Succeeded  0  <age>  <node>  0  Completed\n"
             "    e2e-static-node-0-1  e2e-static-node-0-1-<id>  Succeeded  0  <age>  <node>  0  Completed\n")
-        logs = trainjobs(cluster_env, "logs", "e2e-static", "-n", "default")
+        logs = trainjobs(env, "logs", "e2e-static", "-n", namespace)
         assert (logs.returncode, logs.stderr) == (0, "")
         lines = logs.stdout.splitlines()
         assert lines and all(re.match(r"\[e2e-static-node-0-[01]\] ", line) for line in lines), logs.stdout
@@ -74,39 +75,39 @@ def test_status_wait_and_logs_of_a_4_rank_torch_job(tmp_path, cluster_env, agent
                    for line in lines if "E2E-RANK " in line}
         assert reports == {("e2e-static-node-0-0", 0), ("e2e-static-node-0-0", 1), ("e2e-static-node-0-1", 2),
                            ("e2e-static-node-0-1", 3)}, logs.stdout
-        one = trainjobs(cluster_env, "logs", "e2e-static", "-n", "default", "--rank", "1")
+        one = trainjobs(env, "logs", "e2e-static", "-n", namespace, "--rank", "1")
         assert one.stdout == "".join(line.split("] ", 1)[1] + "\n" for line in lines
                                      if line.startswith("[e2e-static-node-0-1] ")), one.stdout
     finally:
         project.destroy()
 
 
-def test_a_rank_killed_like_the_oom_killer_does(tmp_path, cluster_env, agent):
+def test_a_rank_killed_like_the_oom_killer_does(tmp_path, env, namespace, agent):
     """The training process of rank 1 killed with SIGKILL: the agent reports exit code 137 (128 + 9) with reason
     Error (a kubelet says OOMKilled only when the kernel's cgroup OOM killer did it); backoff_limit 0 fails the job,
     and the first failed rank comes with the last lines of its log."""
     running = agent()
-    project = deploy(tmp_path, cluster_env, "resilience", "preempt", torchrun="false", steps="200")
+    project = deploy(tmp_path, env, namespace, "resilience", "preempt", torchrun="false", steps="200")
     try:
-        waiting = subprocess.Popen([sys.executable, "-m", "trainjobs.tools.cli", "wait", "pre", "-n", "default",
-                                    "--poll", POLL], env=cli_env(cluster_env), stdout=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen([sys.executable, "-m", "trainjobs.tools.cli", "wait", "pre", "-n", namespace,
+                                    "--poll", POLL], env=cli_env(env), stdout=subprocess.PIPE, text=True)
         try:
-            victim = _training_process(cluster_env, "pre-node-0", 1, "E2E-STEP 2 ")
+            victim = _training_process(env, "pre-node-0", 1, "E2E-STEP 2 ")
             os.kill(victim, signal.SIGKILL)
             out, _ = waiting.communicate(timeout=WAIT)
         finally:
             waiting.kill()
         assert (waiting.returncode, out) == (1, "pre: failed, not complete: rank pre-node-0-1 exited 137 (Error)\n"), \
             running.text()
-        finished(cluster_env, "pre-node-0")
-        (culprit,) = [p for p in pods(cluster_env, "pre-node-0") if p["spec"]["hostname"] == "pre-node-0-1"]
+        finished(env, "pre-node-0")
+        (culprit,) = [p for p in pods(env, "pre-node-0") if p["spec"]["hostname"] == "pre-node-0-1"]
         name = culprit["metadata"]["name"]
         # The last lines it wrote, as the agent keeps them on disk (the step it was killed at varies).
         tail = written(running, name)[-2:]
         assert all(re.fullmatch(r"E2E-STEP \d+ rank 1", line) for line in tail) and len(tail) == 2, tail
-        status = trainjobs(cluster_env, "status", "pre", "-n", "default", "--log-lines", "2")
+        status = trainjobs(env, "status", "pre", "-n", namespace, "--log-lines", "2")
         assert table(status.stdout) == table(
-            "pre (namespace default): failed\n"
+            f"pre (namespace {namespace}): failed\n"
             "  role node, Job pre-node-0: Failed (BackoffLimitExceeded: Job has reached the specified backoff limit)\n"
             "    pods: 1 Failed; backoff: 2 failed pods of backoffLimit 0\n"
             "    RANK  POD  PHASE  RESTARTS  AGE  NODE  EXIT  REASON\n"
@@ -114,7 +115,7 @@ def test_a_rank_killed_like_the_oom_killer_does(tmp_path, cluster_env, agent):
             f"  first failed rank: pre-node-0-1 (pod {name}, role node): exit code 137, Error\n"
             f"    | {tail[0]}\n"
             f"    | {tail[1]}\n"), running.text()
-        data = json.loads(trainjobs(cluster_env, "status", "pre", "-n", "default", "-o", "json",
+        data = json.loads(trainjobs(env, "status", "pre", "-n", namespace, "-o", "json",
                                     "--log-lines", "2").stdout)
         assert timeless(data["jobs"][0]["first_failure"]) == timeless({
             "pod": name, "rank": "pre-node-0-1", "role": "node", "exit_code": 137, "reason": "Error",
@@ -129,7 +130,7 @@ def test_a_rank_killed_like_the_oom_killer_does(tmp_path, cluster_env, agent):
 
 def written(agent, pod: str) -> list[str]:
     """The lines the main container of a pod wrote, as the agent keeps them in its run directory."""
-    (log,) = agent.run_dir.glob(f"trainjobs-agent-*/logs/default_{pod}/node.log")
+    (log,) = agent.run_dir.glob(f"trainjobs-agent-*/logs/{agent.namespace}_{pod}/node.log")
     return log.read_text().splitlines()
 
 
@@ -151,23 +152,23 @@ def _training_process(env: dict[str, str], job: str, index: int, after: str) -> 
         time.sleep(0.5)
 
 
-def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, cluster_env, agent):
+def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, env, namespace, agent):
     """Rank 1 preempted by the agent (DisruptionTarget) after its second step and replaced: `logs --follow --rank 1`
     prints the preempted pod's lines, then its successor's until the job ends; `wait` sees the job complete, and
     `status` shows the preempted pod replaced by its successor, not counted against backoffLimit 0 and not a failed
     rank of the job that succeeded."""
     running = agent("--disrupt", "pre-node-0-1@output:E2E-STEP 2 ")
-    project = deploy(tmp_path, cluster_env, "resilience", "preempt", steps="4")
+    project = deploy(tmp_path, env, namespace, "resilience", "preempt", steps="4")
     try:
-        up = trainjobs(cluster_env, "wait", "pre", "-n", "default", "--for", "running", "--poll", POLL)
+        up = trainjobs(env, "wait", "pre", "-n", namespace, "--for", "running", "--poll", POLL)
         assert (up.returncode, up.stdout) == (0, "pre: running (running reached)\n"), up.stderr
-        later = trainjobs(cluster_env, "wait", "pre", "-n", "default", "--timeout", "1", "--poll", POLL)
+        later = trainjobs(env, "wait", "pre", "-n", namespace, "--timeout", "1", "--poll", POLL)
         assert (later.returncode, later.stdout) == (124, "pre: still running after 1s, not complete\n")
-        follow = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "logs", "pre", "-n", "default", "--rank",
-                                 "1", "--follow", "--poll", POLL], env=cli_env(cluster_env), capture_output=True,
+        follow = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "logs", "pre", "-n", namespace, "--rank",
+                                 "1", "--follow", "--poll", POLL], env=cli_env(env), capture_output=True,
                                 text=True, timeout=WAIT)
         assert (follow.returncode, follow.stderr) == (0, ""), running.text()
-        names = [p["metadata"]["name"] for p in pods(cluster_env, "pre-node-0")]
+        names = [p["metadata"]["name"] for p in pods(env, "pre-node-0")]
         first, second = [n for n in names if n.startswith("pre-node-0-1-")]
         # Each pod's whole log, as the agent wrote it, the successor's after the line that says it replaces the other.
         assert follow.stdout.splitlines() == [*written(running, first),
@@ -175,12 +176,12 @@ def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, cluster_env, ag
                                               *written(running, second)], follow.stdout
         assert "E2E-STEP 2 " in follow.stdout.split("\n---")[0]
         assert re.search(r"^E2E-START rank \d of 2 on pod 1, from step [1-9]", follow.stdout.split("\n---")[1], re.M)
-        done = trainjobs(cluster_env, "wait", "pre", "-n", "default", "--poll", POLL)
+        done = trainjobs(env, "wait", "pre", "-n", namespace, "--poll", POLL)
         assert (done.returncode, done.stdout) == (0, "pre: succeeded (complete reached)\n")
         # torchrun exits 1 on the SIGTERM of the preemption; the agent reports its own code, as a kubelet would.
-        status = trainjobs(cluster_env, "status", "pre", "-n", "default", "--log-lines", "1")
+        status = trainjobs(env, "status", "pre", "-n", namespace, "--log-lines", "1")
         assert table(status.stdout) == table(
-            "pre (namespace default): succeeded\n"
+            f"pre (namespace {namespace}): succeeded\n"
             "  role node, Job pre-node-0: Complete (CompletionsReached: Reached expected number of succeeded pods)\n"
             "    pods: 1 Failed, 2 Succeeded; backoff: 0 failed pods of backoffLimit 0\n"
             "    RANK  POD  PHASE  RESTARTS  AGE  NODE  EXIT  REASON\n"
@@ -189,7 +190,7 @@ def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, cluster_env, ag
             "    pre-node-0-1  pre-node-0-1-<id>  Succeeded  0  <age>  <node>  0  Completed\n"
             f"  replaced after preemption: pre-node-0-1 (pod {first} by pod {second}, role node): exit code 1, "
             f"preempted (TerminationByKubelet) ({PREEMPTED})\n"), running.text()
-        data = json.loads(trainjobs(cluster_env, "status", "pre", "-n", "default", "-o", "json", "--log-lines",
+        data = json.loads(trainjobs(env, "status", "pre", "-n", namespace, "-o", "json", "--log-lines",
                                     "1").stdout)["jobs"][0]
         assert (data["state"], data["roles"][0]["failed"], data["roles"][0]["phases"]) == (
             "succeeded", 0, {"Failed": 1, "Succeeded": 2})

@@ -38,7 +38,7 @@ import requests
 
 from trainjobs.backends import PodSet
 from trainjobs.kube.client import ApiError, KubeClient
-from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION
+from trainjobs.kube.naming import COMPLETION_INDEX_ANNOTATION, label_key_problem, label_value_problem
 from trainjobs.kube.policies import DISRUPTION_TARGET
 from trainjobs.tools.podview import ObjectIndex, PodFacts
 from .jobs import Console, Echo, PodRun
@@ -55,11 +55,51 @@ NODE_IP = "127.0.0.1"
 # As the cluster's fake Nodes offer (scripts/engine/cluster.sh): rendered pods that ask for GPUs schedule too.
 CAPACITY = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8", "ephemeral-storage": "1Ti"}
 NODE_LABEL = "trainjobs.dev/node-agent"
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 PREEMPTED_POD_REASON = "Preempting"   # the kubelet's pod status reason when it preempts a pod
 PREEMPTED_CONDITION_REASON = "TerminationByKubelet"
 
 
 _EPOCH = time.time() - time.monotonic()   # one offset: a container's times read the same at every report
+
+
+def own_labels(node: str) -> dict[str, str]:
+    """The labels the agent gives each of its Nodes, as the cluster's fake Nodes have them (rendered pods select
+    on them), and whose machine runs it."""
+    return {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "type": "node-agent", NODE_LABEL: socket.gethostname()[:63].strip("-.") or "localhost"}
+
+
+def parse_node_labels(texts: list[str]) -> dict[str, str]:
+    """kubelet's `--node-labels KEY=VALUE,...` (repeatable): labels added to the agent's Nodes."""
+    labels = {}
+    for item in (item for text in texts for item in text.split(",") if item):
+        key, equals, value = item.partition("=")
+        problem = ("expected KEY=VALUE" if not equals else label_key_problem(key) or label_value_problem(value)
+                   or (key in own_labels("") and "the agent sets this label itself; choose another key"))
+        if problem:
+            raise PlanError(f"--node-labels {item}: {problem}")
+        labels[key] = value
+    return labels
+
+
+def parse_taints(texts: list[str]) -> list[dict[str, str]]:
+    """kubelet's `--register-with-taints KEY=VALUE:EFFECT,...` (or KEY:EFFECT; repeatable): the taints the agent's
+    Nodes are registered with: only pods that tolerate them are scheduled there."""
+    taints = []
+    for item in (item for text in texts for item in text.split(",") if item):
+        rest, colon, effect = item.rpartition(":")
+        key, _, value = rest.partition("=")
+        if not colon or not key:
+            problem = "expected KEY=VALUE:EFFECT or KEY:EFFECT"
+        elif effect not in TAINT_EFFECTS:
+            problem = f"{effect!r} is not a taint effect: use {', '.join(TAINT_EFFECTS)}"
+        else:
+            problem = label_key_problem(key) or label_value_problem(value)
+        if problem:
+            raise PlanError(f"--register-with-taints {item}: {problem}")
+        taints.append({"key": key, **({"value": value} if value else {}), "effect": effect})
+    return taints
 
 
 def _wall(monotonic: float) -> str:
@@ -104,6 +144,8 @@ class NodeAgent:
     disruptions: list[Disruption] = field(default_factory=list)
     echo_logs: bool = True
     verbose: bool = False
+    labels: dict[str, str] = field(default_factory=dict)   # --node-labels
+    taints: list[dict[str, str]] = field(default_factory=list)   # --register-with-taints
 
     def __post_init__(self) -> None:
         self.console = Console(self.write)
@@ -486,9 +528,9 @@ class NodeAgent:
     # -- Nodes ------------------------------------------------------------------------------
 
     def _register(self, node: str, port: int) -> None:
-        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {
-            "kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "type": "node-agent", NODE_LABEL: socket.gethostname()[:63].strip("-.") or "localhost"}}}
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node, "labels": {**self.labels, **own_labels(node)}},
+                **({"spec": {"taints": self.taints}} if self.taints else {})}
         existing = self.kube.call("GET", f"/api/v1/nodes/{node}", ok=(200, 404))
         if existing is not None:
             raise ApiError(f"a Node {node} already exists: another node agent runs it, or one that was killed "
@@ -647,12 +689,14 @@ def _self_signed(directory: Path) -> tuple[str, str]:
 
 def node_agent(kubeconfig: str | None, nodes: int = 1, node_prefix: str = "run-local", run_root: str | None = None,
                max_grace: float | None = None, disruptions: list[str] = (), echo_logs: bool = True,
-               verbose: bool = False, write: Callable[[str], None] | None = None) -> int:
+               verbose: bool = False, write: Callable[[str], None] | None = None, node_labels: list[str] = (),
+               taints: list[str] = ()) -> int:
     """Run the node agent until SIGINT or SIGTERM; 0 once it stopped every pod and removed its Nodes."""
     try:
         evictions = [Disruption.parse(text) for text in disruptions]
     except ValueError as exc:
         raise PlanError(str(exc)) from None
+    labels, registered_taints = parse_node_labels(list(node_labels)), parse_taints(list(taints))
     if nodes < 1:
         raise PlanError(f"--nodes {nodes}: give at least 1")
     kube = KubeClient(kubeconfig)
@@ -661,5 +705,6 @@ def node_agent(kubeconfig: str | None, nodes: int = 1, node_prefix: str = "run-l
         def write(line: str) -> None:
             print(line, flush=True)
     agent = NodeAgent(kube, [f"{node_prefix}-{i}" for i in range(nodes)], root / f"trainjobs-agent-{secrets.token_hex(3)}",
-                      write, max_grace=max_grace, disruptions=evictions, echo_logs=echo_logs, verbose=verbose)
+                      write, max_grace=max_grace, disruptions=evictions, echo_logs=echo_logs, verbose=verbose,
+                      labels=labels, taints=registered_taints)
     return agent.run()

@@ -135,7 +135,7 @@ def cmd_node_agent(args: argparse.Namespace) -> int:
     try:
         return node_agent(args.kubeconfig, nodes=args.nodes, node_prefix=args.node_prefix, run_root=args.run_dir,
                           max_grace=args.grace, disruptions=args.disrupt, echo_logs=not args.quiet,
-                          verbose=args.verbose)
+                          verbose=args.verbose, node_labels=args.node_labels, taints=args.register_with_taints)
     except (localrun.PlanError, ApiError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return localrun.EXIT_USAGE
@@ -245,6 +245,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1, metavar="N", help="how many Nodes to register (default: 1)")
     p.add_argument("--node-prefix", default="run-local", metavar="NAME",
                    help="the Nodes are named NAME-0 ... NAME-<N-1> (default: run-local)")
+    p.add_argument("--node-labels", action="append", default=[], metavar="KEY=VALUE,...",
+                   help="labels added to the Nodes, as kubelet's flag of this name (e.g. team=ml); repeatable")
+    p.add_argument("--register-with-taints", action="append", default=[], metavar="KEY=VALUE:EFFECT,...",
+                   help="taints the Nodes are registered with, as kubelet's flag of this name (e.g. "
+                        "dedicated=ml:NoSchedule: only pods that tolerate it are scheduled there); repeatable")
     p.add_argument("--grace", type=float, default=None, metavar="S",
                    help="longest grace period between SIGTERM and SIGKILL (default: each pod's own)")
     p.add_argument("--run-dir", metavar="DIR", help="where the agent's directory (logs) is made (default: the temp dir)")
