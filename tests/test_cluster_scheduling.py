@@ -59,16 +59,23 @@ def finish(sched, worker: Worker, hold_last: bool = False) -> None:
 
 def test_the_groups():
     assert [cluster_conftest.group_of(n) for n in COLLECTION] == [
-        "node-agent", "changes-jobs", "changes-jobset", "changes-jobs", "shared-names", "shared-names",
-        "shared-names", None, "node-agent"]
+        "node-agent", "changes-jobs", "changes-jobset", "changes-jobs", "example-stacks", "example-stacks",
+        "kueue-tests", None, "node-agent"]
     assert cluster_conftest.group_of("tests/test_changes.py::test_x[jobs-image]") is None
+    # In namespaces, flavors and kwok Nodes of their own: beside everything else.
+    assert cluster_conftest.group_of(f"{T}test_api_verdict.py::test_the_project_and_the_api_server_agree[stacks]") \
+        is None
+    assert cluster_conftest.group_of(
+        f"{T}test_status_on_cluster.py::test_a_job_waits_for_quota_then_is_admitted_and_runs") is None
+    assert cluster_conftest.group_of(
+        f"{T}test_jobset_controller.py::test_the_example_stacks_jobset_passes_the_webhooks") == "jobset-admission"
 
 
 def test_a_group_runs_on_one_worker_and_the_node_agents_last_alone():
     workers = [Worker("gw0"), Worker("gw1"), Worker("gw2")]
     sched = scheduler(workers)
     assert not any("node_agent" in n for w in workers for n in w.sent)   # held back while the others have work
-    for group in ("changes-jobs", "changes-jobset", "shared-names"):
+    for group in ("changes-jobs", "changes-jobset", "example-stacks"):
         (holder,) = [w for w in workers if any(cluster_conftest.group_of(n) == group for n in w.sent)]
         assert [n for n in holder.sent if cluster_conftest.group_of(n) == group] == [
             n for n in COLLECTION if cluster_conftest.group_of(n) == group]
