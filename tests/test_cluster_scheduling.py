@@ -1,5 +1,5 @@
 """How `make test-cluster` spreads the real-engine suite over pytest-xdist workers (tests/cluster/conftest.py): the
-tests of a group on one worker, and the node agent's group first. Checked with xdist's scheduler and
+tests of a group on one worker, and the node agent's groups first. Checked with xdist's scheduler and
 stand-in workers, without a cluster."""
 
 import importlib.util
@@ -57,22 +57,29 @@ def finish(sched, worker: Worker) -> None:
 
 def test_the_groups():
     assert [cluster_conftest.group_of(n) for n in COLLECTION] == [
-        "node-agent", "changes-jobs", "changes-jobset", "changes-jobs", "shared-names", "shared-names",
-        "shared-names", None, "node-agent"]
+        "node-agent", "changes-jobs", "changes-jobset", "changes-jobs", "example-stacks", "example-stacks",
+        "kueue-tests", None, "node-agent-faults"]
     assert cluster_conftest.group_of("tests/test_changes.py::test_x[jobs-image]") is None
+    # In namespaces, flavors and kwok Nodes of their own: beside everything else.
+    assert cluster_conftest.group_of(f"{T}test_api_verdict.py::test_the_project_and_the_api_server_agree[stacks]") \
+        is None
+    assert cluster_conftest.group_of(
+        f"{T}test_status_on_cluster.py::test_a_job_waits_for_quota_then_is_admitted_and_runs") is None
+    assert cluster_conftest.group_of(
+        f"{T}test_jobset_controller.py::test_the_example_stacks_jobset_passes_the_webhooks") == "jobset-admission"
 
 
 def test_a_group_runs_on_one_worker_and_the_node_agents_first_beside_the_others():
     workers = [Worker("gw0"), Worker("gw1"), Worker("gw2")]
     sched = scheduler(workers)
-    # The first worker starts on the node agent's group, the longest, however few tests it has; the others start
-    # on the other groups at the same time.
-    assert workers[0].sent[:2] == [COLLECTION[0], COLLECTION[-1]]
-    assert all(w.sent and not any("node_agent" in n for n in w.sent) for w in workers[1:])
+    # The first two workers start on the node agent's two groups, the longest, however few tests they have; the
+    # others start on the other groups at the same time.
+    assert [cluster_conftest.group_of(w.sent[0]) for w in workers[:2]] == ["node-agent", "node-agent-faults"]
+    assert all(not any("node_agent" in n for n in w.sent) for w in workers[2:]) and workers[2].sent
     while sched.workqueue:
         for worker in workers:
             finish(sched, worker)
-    for group in ("node-agent", "changes-jobs", "changes-jobset", "shared-names"):
+    for group in ("node-agent", "node-agent-faults", "changes-jobs", "changes-jobset", "example-stacks"):
         (holder,) = [w for w in workers if any(cluster_conftest.group_of(n) == group for n in w.sent)]
         assert [n for n in holder.sent if cluster_conftest.group_of(n) == group] == [
             n for n in COLLECTION if cluster_conftest.group_of(n) == group]

@@ -178,6 +178,58 @@ topology_labels() {  # i
   printf '    example.com/block: block-%d\n    example.com/rack: rack-%d\n' $(($1 / 4)) $(($1 / 2))
 }
 
+# Kwok Nodes for the real-engine suite's Kueue tests alone, a pool per test file (tests/cluster/test_kueue_controller.py,
+# test_status_on_cluster.py): labelled and tainted trainjobs.dev/pool=<pool>; their ResourceFlavors select and
+# tolerate them (Kueue adds both to the pods it admits). No other pod lands there, so Kueue's placement (TAS), which
+# counts the pods it does not manage and does not try again when they finish, sees only its tests' own pods, and
+# those tests run beside the example stacks.
+TEST_POOLS=(kueue-tests:4 status-tests:1)   # pool:Nodes, each pool placed in the Topology of the fixtures
+
+test_pool_size() {
+  local pool n=0
+  for pool in "${TEST_POOLS[@]}"; do n=$((n + ${pool#*:})); done
+  echo "$n"
+}
+
+test_pool_nodes() {
+  local pool name i
+  for pool in "${TEST_POOLS[@]}"; do
+    name=${pool%:*}
+    for ((i = 0; i < ${pool#*:}; i++)); do
+      cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-$name-$i
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels:
+    type: kwok
+    trainjobs.dev/pool: $name
+    kubernetes.io/hostname: kwok-$name-$i
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+$(topology_labels "$i")
+spec:
+  taints: [{key: trainjobs.dev/pool, value: $name, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
+  capacity: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
+---
+EOF
+    done
+  done
+}
+
+# The PriorityClasses the example stacks name (docs/real-engine.md), there from the start and never deleted: the
+# tests that need them (the example stacks', the API verdict's dry runs) then create and delete none of them.
+priority_classes() {
+  local class
+  for class in training-high:1000 research:1000 training:1000 batch:100; do
+    printf 'apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: %s}\nvalue: %s\n---\n' \
+      "${class%:*}" "${class#*:}"
+  done
+}
+
 # Kueue, from its module: its roles bound to its own user, its webhooks on loopback (the Job and JobSet
 # integrations' and its own kinds'; the others would only intercept pods, Deployments, ... of integrations that are
 # off), the conversion webhooks of its CRDs, then the fixtures. It runs in a mount namespace in which /etc is an
@@ -253,8 +305,8 @@ PY
 
 # What the example stacks' Kueue config (Pulumi.kueue.yaml) names: the H100 flavor of the fake Nodes, with the
 # Topology block/rack/host of their labels; the ClusterQueue team-llm with the whole cluster as quota; the LocalQueue
-# team-llm in namespace ml; the WorkloadPriorityClasses research and production. A test that needs a queue of its
-# own size makes its own ClusterQueue of this flavor.
+# team-llm in namespace ml; the WorkloadPriorityClasses research and production. Besides, the flavor kueue-tests of
+# the Kueue tests' own Nodes (test_pool_nodes), of which a test makes a ClusterQueue of its own size.
 kueue_fixtures() {
   cat <<FIXTURES
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -286,6 +338,15 @@ spec:
             - {name: cpu, nominalQuota: "$((96 * NODES))"}
             - {name: memory, nominalQuota: "${NODES}Ti"}
             - {name: nvidia.com/gpu, nominalQuota: "$((8 * NODES))"}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: kueue-tests}
+spec:
+  nodeLabels: {trainjobs.dev/pool: kueue-tests}
+  nodeTaints: [{key: trainjobs.dev/pool, value: kueue-tests, effect: NoSchedule}]
+  tolerations: [{key: trainjobs.dev/pool, operator: Equal, value: kueue-tests, effect: NoSchedule}]
+  topologyName: gpu-topology
 ---
 apiVersion: v1
 kind: Namespace
@@ -616,9 +677,11 @@ status:
 ---
 EOF
   done | kubectl_ apply -f - > /dev/null
+  if controller_on kueue; then test_pool_nodes | kubectl_ apply -f - > /dev/null; fi
   wait_for kwok 120 bash -c "[[ \$(kubectl --kubeconfig '$STATE/kubeconfig' get nodes -l type=kwok \
     -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' \
-    | grep -c True) == $NODES ]]"
+    | grep -c True) == $((NODES + $(if controller_on kueue; then test_pool_size; else echo 0; fi))) ]]"
+  priority_classes | kubectl_ apply -f - > /dev/null
   wait_for kube-controller-manager 120 kubectl_ get serviceaccount default
   if controller_on jobset; then start_jobset; fi
   if controller_on kueue; then start_kueue; fi

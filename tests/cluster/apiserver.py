@@ -5,8 +5,9 @@ The server is the cluster the KUBECONFIG environment variable names (`scripts/en
 Without one the tests that need it are skipped, and under CI=true they fail: CI must really ask a server.
 
 A dry run goes through defaulting, validation and admission but stores nothing. What admission looks up must
-exist, so `prepare` creates, for real, the namespaces, service accounts and priority classes the objects name,
-and `close` deletes them.
+exist, so `prepare` creates, for real, the namespaces, service accounts and priority classes the objects name;
+`close` deletes the namespaces and service accounts. A priority class, cluster-wide, is kept: another test may
+name it at the same time (the example stacks' are the cluster's from its start, scripts/engine/cluster.sh).
 A Job's pods are not objects trainjobs sends, but the project's rules on a Job stand for its pods too (their
 hostnames, their labels): `pods_of` makes the pods the Job controller would create from the server's own
 defaulted Job, for their dry run.
@@ -143,19 +144,19 @@ class ApiServer:
             causes = tuple((parse_field(f), message) for f in re.findall(r'unknown field "([^"]+)"', message))
         return Verdict(False, response.status_code, body.get("reason", ""), message, causes)
 
-    def create(self, obj: dict[str, Any]) -> None:
-        """Creates an object for real, unless it is there already; `close` deletes it."""
+    def create(self, obj: dict[str, Any], keep: bool = False) -> None:
+        """Creates an object for real, unless it is there already; `close` deletes it, unless `keep`."""
         response = self.session.post(self._url(obj), json=obj, timeout=60)
         if not response.ok and response.status_code != 409:
             raise AssertionError(f"cannot create {obj['kind']}/{obj['metadata']['name']}: {response.text[:500]}")
-        if response.ok:
+        if response.ok and not keep:
             self._created.append(obj)
 
     def prepare(self, objects: list[dict[str, Any]]) -> None:
         """What admission looks up for these objects and their pods: namespaces, service accounts, priority classes."""
         for obj in objects:
             namespace = (obj.get("metadata") or {}).get("namespace") or self.default_namespace
-            if not _is_dns_label(namespace):
+            if not is_dns_label(namespace):
                 continue   # the server refuses the object; nothing to create
             pod = _pod_spec(obj)
             wanted = [("Namespace", "", namespace)]
@@ -175,7 +176,7 @@ class ApiServer:
                                  "metadata": {"name": name, "namespace": ns}})
                 else:
                     self.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                 "metadata": {"name": name}, "value": 1000})
+                                 "metadata": {"name": name}, "value": 1000}, keep=True)
 
 
 def _json(response: requests.Response) -> dict[str, Any]:
@@ -186,7 +187,7 @@ def _json(response: requests.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _is_dns_label(text: Any) -> bool:
+def is_dns_label(text: Any) -> bool:
     return isinstance(text, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text) is not None
 
 

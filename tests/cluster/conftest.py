@@ -31,26 +31,30 @@ def pytest_ignore_collect(collection_path, config):
 
 # What tests share on the cluster, by test file (and, for test_changes.py, by its backend): the tests of a group run
 # on one worker, one after another. The node agent's tests each run on Nodes and in a namespace of their own, beside
-# every other test, but train for real on this machine's few cores: one group, started first as it is the longest
-# (GroupsNodeAgentFirst).
-SHARED_NAMES = "shared-names"   # namespaces ml, llm and default, the PriorityClasses, Kueue queues and GPUs of the examples
-NODE_AGENT = "node-agent"
+# every other test, but train for real on this machine's few cores: two groups of about equal length, started first
+# as they are the longest (GroupsNodeAgentFirst).
+EXAMPLE_STACKS = "example-stacks"   # namespaces ml, llm and default, the Kueue queues and GPUs of the examples
+# The node agent's two groups: its Job controller tests (about 400 s), and its status and fault tests (as long).
+NODE_AGENT = ("node-agent", "node-agent-faults")
 GROUPS = {
-    "test_stacks.py": SHARED_NAMES,
-    "test_yaml_program.py": SHARED_NAMES,
-    "test_api_verdict.py": SHARED_NAMES,   # creates the examples' namespaces and PriorityClasses, deletes them after
-    "test_jobset_controller.py::test_the_example_stacks_jobset_passes_the_webhooks": SHARED_NAMES,
-    # Kueue's placement (TAS) counts the GPUs of pods it does not manage, the example stacks' whole-Node pods among
-    # them, and does not try a pending job again when they finish: its tests wait forever beside them.
-    "test_kueue_controller.py": SHARED_NAMES,
-    "test_status_on_cluster.py": SHARED_NAMES,   # its queued job's pods hold GPUs of the kwok Nodes, as above
+    "test_stacks.py": EXAMPLE_STACKS,
+    # The platform stack's namespace llm, and whole-Node pods on the shared kwok Nodes, which Kueue's placement of
+    # the kueue stack's jobs counts (as below).
+    "test_yaml_program.py": EXAMPLE_STACKS,
+    # The kueue stack's jobs in namespace ml, from the fixtures' queue team-llm on the shared kwok Nodes.
+    "test_kueue_controller.py::test_the_kueue_example_stacks_jobs_are_admitted_from_the_clusters_queues":
+        EXAMPLE_STACKS,
+    # Kueue's tests share their pool of kwok Nodes (cluster.sh test_pool_nodes): Kueue's placement (TAS) counts the
+    # GPUs of pods it does not manage and does not try a pending job again when they finish, so one test at a time.
+    "test_kueue_controller.py": "kueue-tests",
     # The admission dry runs share the namespace `admission`, which their module's ApiServer creates and deletes.
     "test_jobset_controller.py::test_every_jobset_of_every_gang_scheduler_and_variant_passes_the_webhooks":
         "jobset-admission",
     "test_jobset_controller.py::test_the_webhooks_refuse_what_they_refuse": "jobset-admission",
-    "test_node_agent.py": NODE_AGENT,
-    "test_status_node_agent.py": NODE_AGENT,
-    "test_node_agent_faults.py": NODE_AGENT,
+    "test_jobset_controller.py::test_the_example_stacks_jobset_passes_the_webhooks": "jobset-admission",
+    "test_node_agent.py": NODE_AGENT[0],
+    "test_status_node_agent.py": NODE_AGENT[1],
+    "test_node_agent_faults.py": NODE_AGENT[1],
 }
 
 
@@ -68,15 +72,16 @@ def group_of(nodeid: str) -> str | None:
 
 class GroupsNodeAgentFirst(LoadScopeScheduling):
     """xdist's load scheduling by scope, a test's scope being its group (else the test itself); the node agent's
-    group first. (xdist's own xdist_group markers do not group under pytest 9, which no longer lets xdist rename a
+    groups first. (xdist's own xdist_group markers do not group under pytest 9, which no longer lets xdist rename a
     test.)"""
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid) or nodeid
 
     def _assign_work_unit(self, node) -> None:
-        if NODE_AGENT in self.workqueue:
-            self.workqueue.move_to_end(NODE_AGENT, last=False)
+        for group in reversed(NODE_AGENT):
+            if group in self.workqueue:
+                self.workqueue.move_to_end(group, last=False)
         super()._assign_work_unit(node)
 
 

@@ -1,6 +1,9 @@
 """Kueue's own controller and webhooks on what the project renders: the cluster of `make cluster-controllers`
-(TRAINJOBS_CLUSTER_CONTROLLERS with kueue, scripts/engine/cluster.sh), whose fake Nodes carry the levels of the
-Topology gpu-topology (example.com/block, example.com/rack, kubernetes.io/hostname) of the ResourceFlavor h100.
+(TRAINJOBS_CLUSTER_CONTROLLERS with kueue, scripts/engine/cluster.sh), on the kwok Nodes of its own pool, those of
+the ResourceFlavor kueue-tests, labelled and tainted trainjobs.dev/pool=kueue-tests (the flavor's tolerations let its
+pods there, and no other pod), which carry the levels of the Topology gpu-topology (example.com/block,
+example.com/rack, kubernetes.io/hostname). The example stack's test uses the fixtures of the stack: flavor h100 and
+the other kwok Nodes.
 
 Every Job and JobSet of every family is created through Kueue's webhooks and gets a Workload; with room the gang is
 admitted whole, without room it waits suspended with Kueue's reason until room is made; a placed job's pods land in
@@ -23,7 +26,7 @@ from test_cluster import until
 TIMEOUT = 300
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "team-llm"
-FLAVOR = "h100"
+FLAVOR = "kueue-tests"   # the pool of kwok Nodes of these tests alone (cluster.sh test_pool_nodes)
 RACK, HOST = "example.com/rack", "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
 GPUS = {"limits": {GPU: 4, "cpu": "8", "memory": "32Gi"}}

@@ -96,10 +96,16 @@ def normalised(text: str) -> str:
 @pytest.fixture
 def cluster_queue(cluster_env, namespace):
     """A ClusterQueue and a ResourceFlavor of the test's own (named after its namespace: another test may change
-    the cluster's), the queue of 4 GPUs, and its LocalQueue `team` in the namespace."""
+    the cluster's), the queue of 4 GPUs, and its LocalQueue `team` in the namespace. The flavor's pods go to the
+    kwok Node of the pool status-tests (cluster.sh test_pool_nodes), where no other pod goes: held there, they take
+    no GPU that Kueue's placement of another test's jobs counts."""
     if "kueue" not in controllers(cluster_env):
         pytest.skip("the cluster runs no Kueue controller: start it with `make cluster-controllers`")
-    queues = [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": namespace}},
+    pool = {"key": "trainjobs.dev/pool", "value": "status-tests", "effect": "NoSchedule"}
+    flavor = {"nodeLabels": {pool["key"]: pool["value"]}, "nodeTaints": [pool],
+              "tolerations": [{**pool, "operator": "Equal"}]}
+    queues = [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": namespace},
+               "spec": flavor},
               {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": namespace},
                "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                         "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": [
@@ -215,7 +221,7 @@ def test_a_job_waits_for_quota_then_is_admitted_and_runs(cluster_env, namespace,
 
 def _pod_rows(output: str, expected: list[tuple[str, str, str, str]]) -> str:
     """The rows the table must hold, with the node each pod really got (the scheduler picks it)."""
-    nodes = dict(re.findall(r"^    (\S+-\d+)  +\S+  +\S+  +\d+  +\S+  +(kwok-node-\d+)", output, re.M))
+    nodes = dict(re.findall(r"^    (\S+-\d+)  +\S+  +\S+  +\d+  +\S+  +(kwok-\S+-\d+)", output, re.M))
     return "".join(normalised(f"    {rank}  {rank}-<id>  {phase}  0  <age>  {nodes.get(rank, '?')}  {code}  {reason}\n")
                    for rank, phase, code, reason in expected)
 
