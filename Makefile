@@ -91,7 +91,7 @@ CLUSTER_CONTROLLERS ?= jobset,kueue
 
 # How many pytest-xdist workers run the real-engine suite against the one cluster: its tests mostly wait, so more
 # than the cores (docs/performance.md); tests/cluster/conftest.py groups those that share something cluster-wide.
-CLUSTER_WORKERS ?= 4
+CLUSTER_WORKERS ?= 6
 
 # The real-engine suite (tests/cluster), on the cluster of `make cluster-controllers`, started if needed; with
 # PYTEST_ARGS naming test files (tests/cluster/test_x.py), those alone.
