@@ -58,7 +58,7 @@ def finish(sched, worker: Worker) -> None:
 def test_the_groups():
     assert [cluster_conftest.group_of(n) for n in COLLECTION] == [
         "node-agent", "changes-jobs", "changes-jobset", "changes-jobs", "example-stacks", "example-stacks",
-        "kueue-tests", None, "node-agent-faults"]
+        "kueue-tests", None, "node-agent-status"]
     assert cluster_conftest.group_of("tests/test_changes.py::test_x[jobs-image]") is None
     # In namespaces, flavors and kwok Nodes of their own: beside everything else.
     assert cluster_conftest.group_of(f"{T}test_api_verdict.py::test_the_project_and_the_api_server_agree[stacks]") \
@@ -72,14 +72,14 @@ def test_the_groups():
 def test_a_group_runs_on_one_worker_and_the_node_agents_first_beside_the_others():
     workers = [Worker("gw0"), Worker("gw1"), Worker("gw2")]
     sched = scheduler(workers)
-    # The first two workers start on the node agent's two groups, the longest, however few tests they have; the
-    # others start on the other groups at the same time.
-    assert [cluster_conftest.group_of(w.sent[0]) for w in workers[:2]] == ["node-agent", "node-agent-faults"]
+    # The first two workers start on the node agent's groups (two of them here), the longest, however few tests they
+    # have; the others start on the other groups at the same time.
+    assert [cluster_conftest.group_of(w.sent[0]) for w in workers[:2]] == ["node-agent", "node-agent-status"]
     assert all(not any("node_agent" in n for n in w.sent) for w in workers[2:]) and workers[2].sent
     while sched.workqueue:
         for worker in workers:
             finish(sched, worker)
-    for group in ("node-agent", "node-agent-faults", "changes-jobs", "changes-jobset", "example-stacks"):
+    for group in ("node-agent", "node-agent-status", "changes-jobs", "changes-jobset", "example-stacks"):
         (holder,) = [w for w in workers if any(cluster_conftest.group_of(n) == group for n in w.sent)]
         assert [n for n in holder.sent if cluster_conftest.group_of(n) == group] == [
             n for n in COLLECTION if cluster_conftest.group_of(n) == group]

@@ -31,11 +31,11 @@ def pytest_ignore_collect(collection_path, config):
 
 # What tests share on the cluster, by test file (and, for test_changes.py, by its backend): the tests of a group run
 # on one worker, one after another. The node agent's tests each run on Nodes and in a namespace of their own, beside
-# every other test, but train for real on this machine's few cores: two groups of about equal length, started first
-# as they are the longest (GroupsNodeAgentFirst).
+# every other test, but train for real on this machine's few cores: a group per file, started first as they are the
+# longest (GroupsNodeAgentFirst).
 EXAMPLE_STACKS = "example-stacks"   # namespaces ml, llm and default, the Kueue queues and GPUs of the examples
-# The node agent's two groups: its Job controller tests (about 400 s), and its status and fault tests (as long).
-NODE_AGENT = ("node-agent", "node-agent-faults")
+# The node agent's groups, longest first: its fault tests (about 440 s), its Job controller tests (400 s), status (160 s).
+NODE_AGENT = ("node-agent-faults", "node-agent", "node-agent-status")
 GROUPS = {
     "test_stacks.py": EXAMPLE_STACKS,
     # The platform stack's namespace llm, and whole-Node pods on the shared kwok Nodes, which Kueue's placement of
@@ -52,9 +52,9 @@ GROUPS = {
         "jobset-admission",
     "test_jobset_controller.py::test_the_webhooks_refuse_what_they_refuse": "jobset-admission",
     "test_jobset_controller.py::test_the_example_stacks_jobset_passes_the_webhooks": "jobset-admission",
-    "test_node_agent.py": NODE_AGENT[0],
-    "test_status_node_agent.py": NODE_AGENT[1],
-    "test_node_agent_faults.py": NODE_AGENT[1],
+    "test_node_agent.py": NODE_AGENT[1],
+    "test_status_node_agent.py": NODE_AGENT[2],
+    "test_node_agent_faults.py": NODE_AGENT[0],
 }
 
 
