@@ -180,7 +180,8 @@ topology_labels() {  # i
 
 # Kwok Nodes for the real-engine suite's Kueue tests alone, a pool per test file (tests/cluster/test_kueue_controller.py,
 # test_status_on_cluster.py): labelled and tainted trainjobs.dev/pool=<pool>; their ResourceFlavors select and
-# tolerate them (Kueue adds both to the pods it admits). No other pod lands there, so Kueue's placement (TAS), which
+# tolerate them (Kueue adds both to the pods it admits), and the tests' jobs tolerate the taint themselves (Kueue's
+# node-failure handling reads only theirs: docs/scheduling.md). No other pod lands there, so Kueue's placement (TAS), which
 # counts the pods it does not manage and does not try again when they finish, sees only its tests' own pods, and
 # those tests run beside the example stacks.
 TEST_POOLS=(kueue-tests:4 status-tests:1)   # pool:Nodes, each pool placed in the Topology of the fixtures
@@ -192,32 +193,35 @@ test_pool_size() {
 }
 
 test_pool_nodes() {
-  local pool name i
+  local pool i
   for pool in "${TEST_POOLS[@]}"; do
-    name=${pool%:*}
-    for ((i = 0; i < ${pool#*:}; i++)); do
-      cat <<EOF
+    for ((i = 0; i < ${pool#*:}; i++)); do kwok_node "kwok-${pool%:*}-$i" "$i" "${pool%:*}"; done
+  done
+}
+
+# One fake Node, which kwok runs: its name, its place in the Topology of Kueue's fixtures (an index, or "" for none),
+# and its test pool (labelled and tainted trainjobs.dev/pool=<pool>), or "" for a Node of the example stacks' GPUs.
+kwok_node() {  # name topology-index pool
+  local name=$1 index=$2 pool=$3
+  cat <<EOF
 apiVersion: v1
 kind: Node
 metadata:
-  name: kwok-$name-$i
+  name: $name
   annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
   labels:
     type: kwok
-    trainjobs.dev/pool: $name
-    kubernetes.io/hostname: kwok-$name-$i
+    kubernetes.io/hostname: $name
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
-$(topology_labels "$i")
-spec:
-  taints: [{key: trainjobs.dev/pool, value: $name, effect: NoSchedule}]
+$(if [[ -n $pool ]]; then echo "    trainjobs.dev/pool: $pool"; else echo "    nvidia.com/gpu.product: H100-SXM"; fi)
+$(if [[ -n $index ]]; then topology_labels "$index"; fi)
+$(if [[ -n $pool ]]; then printf 'spec:\n  taints: [{key: trainjobs.dev/pool, value: %s, effect: NoSchedule}]' "$pool"; fi)
 status:
   allocatable: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
   capacity: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
 ---
 EOF
-    done
-  done
 }
 
 # The PriorityClasses the example stacks name (docs/real-engine.md), there from the start and never deleted: the
@@ -658,24 +662,7 @@ up() {
   log "adding $NODES fake Nodes"
   local i
   for ((i = 0; i < NODES; i++)); do
-    cat <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: kwok-node-$i
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels:
-    type: kwok
-    kubernetes.io/hostname: kwok-node-$i
-    kubernetes.io/os: linux
-    kubernetes.io/arch: amd64
-    nvidia.com/gpu.product: H100-SXM
-$(if controller_on kueue; then topology_labels "$i"; fi)
-status:
-  allocatable: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
-  capacity: {cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "8", ephemeral-storage: 1Ti}
----
-EOF
+    kwok_node "kwok-node-$i" "$(if controller_on kueue; then echo "$i"; fi)" ""
   done | kubectl_ apply -f - > /dev/null
   if controller_on kueue; then test_pool_nodes | kubectl_ apply -f - > /dev/null; fi
   wait_for kwok 120 bash -c "[[ \$(kubectl --kubeconfig '$STATE/kubeconfig' get nodes -l type=kwok \

@@ -1,7 +1,7 @@
 """Kueue's own controller and webhooks on what the project renders: the cluster of `make cluster-controllers`
 (TRAINJOBS_CLUSTER_CONTROLLERS with kueue, scripts/engine/cluster.sh), on the kwok Nodes of its own pool, those of
-the ResourceFlavor kueue-tests, labelled and tainted trainjobs.dev/pool=kueue-tests (the flavor's tolerations let its
-pods there, and no other pod), which carry the levels of the Topology gpu-topology (example.com/block,
+the ResourceFlavor kueue-tests, labelled and tainted trainjobs.dev/pool=kueue-tests (no other pod goes there), which
+carry the levels of the Topology gpu-topology (example.com/block,
 example.com/rack, kubernetes.io/hostname). The example stack's test uses the fixtures of the stack: flavor h100 and
 the other kwok Nodes.
 
@@ -27,6 +27,10 @@ TIMEOUT = 300
 ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "team-llm"
 FLAVOR = "kueue-tests"   # the pool of kwok Nodes of these tests alone (cluster.sh test_pool_nodes)
+# The jobs tolerate the pool's taint themselves, though the flavor's tolerations would let them there: Kueue v0.17.0's
+# node-failure handling (TASReplaceNodeOnNodeTaints) reads only the Workload's own tolerations, and evicts a placed
+# Workload from a healthy Node tainted so until its pods are bound (kubernetes-sigs/kueue#11152; docs/scheduling.md).
+POOL_TOLERATION = {"key": "trainjobs.dev/pool", "operator": "Equal", "value": FLAVOR, "effect": "NoSchedule"}
 RACK, HOST = "example.com/rack", "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
 GPUS = {"limits": {GPU: 4, "cpu": "8", "memory": "32Gi"}}
@@ -114,7 +118,7 @@ def rendered(family: str, args: dict) -> list[dict]:
 
 def job_args(family: str, backend: str, namespace: str, **more) -> dict:
     args = {**FAMILIES[family], "backend": backend, "gang_scheduler": "kueue", "queue": QUEUE,
-            "priority_class": "research", "namespace": namespace, **more}
+            "priority_class": "research", "namespace": namespace, "tolerations": [POOL_TOLERATION], **more}
     if backend == "jobs" and family in MPI:
         args.update(ONE_MPI_HOST)
     return args
