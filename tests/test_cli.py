@@ -355,3 +355,21 @@ def test_the_readme_synopsis_gives_every_option(command):
                if option.startswith("--") and option != "--help"}
     assert "--stack-output" in options
     assert set(re.findall(r"--[a-z-]+", usage)) == options
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--node-labels", "team", "error: --node-labels team: expected KEY=VALUE"),
+    ("--node-labels", "kubernetes.io/hostname=h",
+     "error: --node-labels kubernetes.io/hostname=h: the agent sets this label itself; choose another key"),
+    ("--register-with-taints", "dedicated=ml:NoRun", "error: --register-with-taints dedicated=ml:NoRun: 'NoRun' is not "
+                                                     "a taint effect: use NoSchedule, PreferNoSchedule, NoExecute"),
+])
+def test_the_node_agents_bad_labels_and_taints_exit_2_naming_the_flag(capsys, tmp_path, monkeypatch, flag, value,
+                                                                      message):
+    from trainjobs import localrun
+    monkeypatch.setattr(localrun, "host_problems", lambda: [])   # what is judged is the flag, on any machine
+    run_dir = tmp_path / "run"
+    code, err = cli(capsys, "node-agent", "--kubeconfig", str(tmp_path / "no-such-kubeconfig"), "--run-dir",
+                    str(run_dir), flag, value)
+    assert (code, err.strip()) == (2, message)
+    assert not run_dir.exists()
