@@ -163,7 +163,10 @@ def test_logs_follow_a_preempted_rank_to_its_successor(tmp_path, env, namespace,
         up = trainjobs(env, "wait", "pre", "-n", namespace, "--for", "running", "--poll", POLL)
         assert (up.returncode, up.stdout) == (0, "pre: running (running reached)\n"), up.stderr
         later = trainjobs(env, "wait", "pre", "-n", namespace, "--timeout", "1", "--poll", POLL)
-        assert (later.returncode, later.stdout) == (124, "pre: still running after 1s, not complete\n")
+        # Each pod's phase is reported on its own: on a busy machine rank 1 can be preempted by now, its successor not
+        # yet started, while rank 0 is not yet reported Running, and a job with no pod Running is pending (seen once).
+        assert later.returncode == 124, later.stderr
+        assert re.fullmatch(r"pre: still (running|pending) after 1s, not complete\n", later.stdout), later.stdout
         follow = subprocess.run([sys.executable, "-m", "trainjobs.tools.cli", "logs", "pre", "-n", namespace, "--rank",
                                  "1", "--follow", "--poll", POLL], env=cli_env(env), capture_output=True,
                                 text=True, timeout=WAIT)
