@@ -1,9 +1,8 @@
 """Kueue's own controller and webhooks on what the project renders: the cluster of `make cluster-controllers`
 (TRAINJOBS_CLUSTER_CONTROLLERS with kueue, scripts/engine/cluster.sh), on the kwok Nodes of its own pool, those of
 the ResourceFlavor kueue-tests, labelled and tainted trainjobs.dev/pool=kueue-tests (no other pod goes there), which
-carry the levels of the Topology gpu-topology (example.com/block,
-example.com/rack, kubernetes.io/hostname). The example stack's test uses the fixtures of the stack: flavor h100 and
-the other kwok Nodes.
+carry the levels of the Topology gpu-topology (example.com/block, example.com/rack, kubernetes.io/hostname). The
+example stack's test uses the fixtures of the stack: flavor h100 and the other kwok Nodes.
 
 Every Job and JobSet of every family is created through Kueue's webhooks and gets a Workload; with room the gang is
 admitted whole, without room it waits suspended with Kueue's reason until room is made; a placed job's pods land in
